@@ -1,0 +1,116 @@
+package certificates
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateSigningRequest asks a named signer for an X.509 certificate.
+type CertificateSigningRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	// Spec is immutable after creation; the requester identity in it is
+	// stamped by the server.
+	Spec CertificateSigningRequestSpec
+	// Status is written through the /approval and /status subresources only.
+	Status CertificateSigningRequestStatus
+}
+
+// CertificateSigningRequestSpec is the request and who made it.
+type CertificateSigningRequestSpec struct {
+	// Request is a PEM-encoded PKCS#10 certificate request.
+	Request []byte
+	// SignerName is the qualified name of the signer asked to sign.
+	SignerName string
+	// ExpirationSeconds is the requested certificate lifetime.
+	ExpirationSeconds *int32
+	// Usages are the requested key usages and extended key usages.
+	Usages []KeyUsage
+
+	// Username, UID, Groups and Extra describe the authenticated requester.
+	Username string
+	UID      string
+	Groups   []string
+	Extra    map[string]ExtraValue
+}
+
+// ExtraValue holds the values of one extra user attribute.
+type ExtraValue []string
+
+// CertificateSigningRequestStatus holds approval, failure and the issued certificate.
+type CertificateSigningRequestStatus struct {
+	Conditions  []CertificateSigningRequestCondition
+	Certificate []byte
+}
+
+// RequestConditionType is the type of a CertificateSigningRequest condition.
+type RequestConditionType string
+
+// Well-known condition types.
+const (
+	CertificateApproved RequestConditionType = "Approved"
+	CertificateDenied   RequestConditionType = "Denied"
+	CertificateFailed   RequestConditionType = "Failed"
+)
+
+// CertificateSigningRequestCondition describes one condition of a request.
+type CertificateSigningRequestCondition struct {
+	Type               RequestConditionType
+	Status             metav1.ConditionStatus
+	Reason             string
+	Message            string
+	LastUpdateTime     metav1.Time
+	LastTransitionTime metav1.Time
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateSigningRequestList is a list of CertificateSigningRequests.
+type CertificateSigningRequestList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []CertificateSigningRequest
+}
+
+// KeyUsage is a key usage or extended key usage, named as in RFC 5280.
+type KeyUsage string
+
+// Known key usages; the same set as certificates.k8s.io/v1.
+const (
+	UsageSigning           KeyUsage = "signing"
+	UsageDigitalSignature  KeyUsage = "digital signature"
+	UsageContentCommitment KeyUsage = "content commitment"
+	UsageKeyEncipherment   KeyUsage = "key encipherment"
+	UsageKeyAgreement      KeyUsage = "key agreement"
+	UsageDataEncipherment  KeyUsage = "data encipherment"
+	UsageCertSign          KeyUsage = "cert sign"
+	UsageCRLSign           KeyUsage = "crl sign"
+	UsageEncipherOnly      KeyUsage = "encipher only"
+	UsageDecipherOnly      KeyUsage = "decipher only"
+	UsageAny               KeyUsage = "any"
+	UsageServerAuth        KeyUsage = "server auth"
+	UsageClientAuth        KeyUsage = "client auth"
+	UsageCodeSigning       KeyUsage = "code signing"
+	UsageEmailProtection   KeyUsage = "email protection"
+	UsageSMIME             KeyUsage = "s/mime"
+	UsageIPsecEndSystem    KeyUsage = "ipsec end system"
+	UsageIPsecTunnel       KeyUsage = "ipsec tunnel"
+	UsageIPsecUser         KeyUsage = "ipsec user"
+	UsageTimestamping      KeyUsage = "timestamping"
+	UsageOCSPSigning       KeyUsage = "ocsp signing"
+	UsageMicrosoftSGC      KeyUsage = "microsoft sgc"
+	UsageNetscapeSGC       KeyUsage = "netscape sgc"
+)
+
+// Built-in signer names (ARCHITECTURE.md).
+const (
+	KubeAPIServerClientSignerName        = "rekey.io/kube-apiserver-client"
+	KubeAPIServerClientKubeletSignerName = "rekey.io/kube-apiserver-client-kubelet"
+	KubeletServingSignerName             = "rekey.io/kubelet-serving"
+	KubeAPIServerClientKubeletTPMSigner  = "rekey.io/kube-apiserver-client-kubelet-tpm"
+	KubeletServingTPMSignerName          = "rekey.io/kubelet-serving-tpm"
+	InsecureTestSignerName               = "rekey.io/insecure-test"
+)
