@@ -1,0 +1,24 @@
+// Package admission lists rekey's admission plugins in the order they run.
+package admission
+
+import (
+	"k8s.io/apiserver/pkg/admission"
+
+	"rekey.io/rekey/pkg/admission/signerapproval"
+	"rekey.io/rekey/pkg/admission/signersigning"
+	"rekey.io/rekey/pkg/admission/subjectrestriction"
+)
+
+// PluginNames are rekey's plugins, all on by default.
+var PluginNames = []string{
+	subjectrestriction.PluginName,
+	signerapproval.PluginName,
+	signersigning.PluginName,
+}
+
+// RegisterAll adds every rekey plugin to a registry.
+func RegisterAll(plugins *admission.Plugins) {
+	subjectrestriction.Register(plugins)
+	signerapproval.Register(plugins)
+	signersigning.Register(plugins)
+}

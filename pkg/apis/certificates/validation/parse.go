@@ -1,0 +1,84 @@
+package validation
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+)
+
+var (
+	errRequestTooLarge     = fmt.Errorf("request is larger than %d bytes", MaxRequestBytes)
+	errCertificateTooLarge = fmt.Errorf("certificate data is larger than %d bytes", MaxCertificateBytes)
+)
+
+// CertificateRequestPEMType is the only PEM type accepted in spec.request.
+const CertificateRequestPEMType = "CERTIFICATE REQUEST"
+
+// ParseCSR decodes spec.request: exactly one "CERTIFICATE REQUEST" PEM
+// block without headers, whose PKCS#10 self-signature verifies. Nothing
+// but whitespace may surround the block. The size is checked first.
+func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
+	if len(data) == 0 {
+		return nil, errors.New("request is empty")
+	}
+	if len(data) > MaxRequestBytes {
+		return nil, errRequestTooLarge
+	}
+	block, rest := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("must be a PEM block of type \"CERTIFICATE REQUEST\" (no PEM data found)")
+	}
+	if block.Type != CertificateRequestPEMType {
+		return nil, fmt.Errorf("PEM block type must be %q, got %q", CertificateRequestPEMType, block.Type)
+	}
+	if len(block.Headers) != 0 {
+		return nil, errors.New("PEM block must not have headers")
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return nil, errors.New("must contain exactly one PEM block and nothing after it")
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("not a valid PKCS#10 certificate request: %v", err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("the certificate request's signature does not verify: %v", err)
+	}
+	return csr, nil
+}
+
+// ParseCertificateChain decodes status.certificate into its certificates,
+// in order. Non-PEM text between and around blocks is ignored.
+func ParseCertificateChain(data []byte) ([]*x509.Certificate, error) {
+	if len(data) > MaxCertificateBytes {
+		return nil, errCertificateTooLarge
+	}
+	var certs []*x509.Certificate
+	for i := 0; ; i++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if i >= MaxCertificateBlocks {
+			return nil, fmt.Errorf("more than %d PEM blocks", MaxCertificateBlocks)
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, block.Type)
+		}
+		if len(block.Headers) != 0 {
+			return nil, fmt.Errorf("PEM block %d must not have headers", i)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d is not a valid X.509 certificate: %v", i, err)
+		}
+		certs = append(certs, cert)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("must contain at least one PEM block of type \"CERTIFICATE\"")
+	}
+	return certs, nil
+}

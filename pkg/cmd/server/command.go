@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	"k8s.io/component-base/term"
+)
+
+// NewCommand returns the rekey-apiserver command.
+func NewCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	o := NewOptions(stdout, stderr)
+	cmd := &cobra.Command{
+		Use:   "rekey-apiserver",
+		Short: "rekey: the credential lifecycle of a Kubernetes cluster as an aggregated API server",
+		Long: `rekey-apiserver serves certificates.rekey.io: certificate signing requests with
+separate approval and signing.
+
+Run it standalone for a local server with an embedded etcd:
+
+  rekey-apiserver --standalone --data-dir .rekey
+
+or behind a kube-apiserver's aggregation layer with --etcd-servers and the
+delegated authentication and authorization flags.`,
+		SilenceUsage: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments %q", args)
+			}
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(c.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+
+	fss := o.Flags()
+	globalflag.AddGlobalFlags(fss.FlagSet("global"), cmd.Name())
+	for _, f := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(f)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	return cmd
+}

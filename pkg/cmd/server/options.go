@@ -1,0 +1,266 @@
+// Package server holds rekey-apiserver's options and command: the generic
+// RecommendedOptions plus rekey's own flags, then Complete, Validate,
+// Config and Run.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
+	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	netutils "k8s.io/utils/net"
+
+	rekeyadmission "rekey.io/rekey/pkg/admission"
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apiserver"
+	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
+	"rekey.io/rekey/pkg/standalone"
+)
+
+const (
+	defaultEtcdPathPrefix = "/registry/rekey.io"
+	// DefaultDataDir is where a standalone server keeps etcd and its PKI.
+	DefaultDataDir = ".rekey"
+	// DefaultSecurePort is the port rekey serves on unless told otherwise.
+	DefaultSecurePort = 8443
+)
+
+// Options is everything rekey-apiserver can be told on its command line.
+type Options struct {
+	RecommendedOptions *genericoptions.RecommendedOptions
+
+	// Standalone runs with an embedded etcd, a generated PKI and a built-in
+	// authorizer instead of delegating to a kube-apiserver.
+	Standalone bool
+	// DataDir holds the embedded etcd, the PKI and admin.kubeconfig.
+	DataDir string
+	// AlternateDNS are extra names for the generated serving certificate.
+	AlternateDNS []string
+
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// NewOptions returns options with rekey's defaults.
+func NewOptions(stdout, stderr io.Writer) *Options {
+	o := &Options{
+		RecommendedOptions: genericoptions.NewRecommendedOptions(
+			defaultEtcdPathPrefix,
+			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion),
+		),
+		DataDir: DefaultDataDir,
+		Stdout:  stdout,
+		Stderr:  stderr,
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		certv1alpha1.SchemeGroupVersion, schema.GroupKind{Group: certv1alpha1.GroupName})
+	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
+	rekeyadmission.RegisterAll(o.RecommendedOptions.Admission.Plugins)
+	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, rekeyadmission.PluginNames...)
+	return o
+}
+
+// Flags returns the flags by section, as `--help` prints them.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	rekey := fss.FlagSet("rekey")
+	rekey.BoolVar(&o.Standalone, "standalone", o.Standalone,
+		"Run without a Kubernetes cluster: embedded etcd, a PKI generated in --data-dir on first start, "+
+			"an admin kubeconfig in --data-dir/admin.kubeconfig, and a built-in authorizer (system:masters may do anything, "+
+			"other authenticated users may request certificates).")
+	rekey.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd, PKI and admin kubeconfig in --standalone mode.")
+	rekey.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS, "Extra DNS names for the generated serving certificate.")
+
+	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	return fss
+}
+
+// AddFlags adds every flag to one flag set.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	for _, f := range o.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+}
+
+// Complete fills in what follows from other options. In standalone mode it
+// creates the PKI (once) and picks the embedded etcd's address.
+func (o *Options) Complete() error {
+	if !o.Standalone {
+		return nil
+	}
+	abs, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("resolving --data-dir: %w", err)
+	}
+	o.DataDir = abs
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating --data-dir: %w", err)
+	}
+	pki := o.pki()
+	hosts := append([]string{"localhost"}, o.AlternateDNS...)
+	if err := pki.Ensure(hosts, []net.IP{netutils.ParseIPSloppy("127.0.0.1"), net.IPv6loopback}); err != nil {
+		return fmt.Errorf("preparing standalone PKI in %s: %w", pki.Dir, err)
+	}
+
+	ro := o.RecommendedOptions
+	if len(ro.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		url, err := standalone.FreeLoopbackURL()
+		if err != nil {
+			return err
+		}
+		ro.Etcd.StorageConfig.Transport.ServerList = []string{url}
+	}
+	if ro.SecureServing.ServerCert.CertKey.CertFile == "" {
+		ro.SecureServing.ServerCert.CertKey.CertFile = pki.Path(standalone.ServingCertFile)
+		ro.SecureServing.ServerCert.CertKey.KeyFile = pki.Path(standalone.ServingKeyFile)
+	}
+	if ro.SecureServing.BindAddress == nil || ro.SecureServing.BindAddress.IsUnspecified() {
+		ro.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
+	}
+	ro.Authentication.RemoteKubeConfigFileOptional = true
+	ro.Authentication.SkipInClusterLookup = true
+	if ro.Authentication.ClientCert.ClientCA == "" {
+		ro.Authentication.ClientCert.ClientCA = pki.Path(standalone.ClientCAFile)
+	}
+	// No cluster to delegate to: authorization, core API access, webhook
+	// admission and priority-and-fairness all need one.
+	ro.Authorization = nil
+	ro.CoreAPI = nil
+	ro.Admission = nil
+	ro.Features.EnablePriorityAndFairness = false
+	return nil
+}
+
+func (o *Options) pki() standalone.PKI {
+	return standalone.PKI{Dir: filepath.Join(o.DataDir, "pki")}
+}
+
+// AdminKubeconfigPath is where standalone mode writes the admin kubeconfig.
+func (o *Options) AdminKubeconfigPath() string {
+	return filepath.Join(o.DataDir, standalone.AdminKubeconfigFile)
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.RecommendedOptions.Validate()...)
+	if !o.Standalone && len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		errs = append(errs, errors.New("--etcd-servers is required unless --standalone is set"))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config builds the server configuration.
+func (o *Options) Config() (*apiserver.Config, error) {
+	ro := o.RecommendedOptions
+	if err := ro.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.AlternateDNS, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	}
+
+	genericConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	genericConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(rekeyopenapi.GetOpenAPIDefinitions, namer)
+	genericConfig.OpenAPIConfig.Info.Title = "rekey"
+	genericConfig.OpenAPIConfig.Info.Version = "v0.1.0"
+	genericConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(rekeyopenapi.GetOpenAPIDefinitions, namer)
+	genericConfig.OpenAPIV3Config.Info.Title = "rekey"
+	genericConfig.OpenAPIV3Config.Info.Version = "v0.1.0"
+	// Admission reads these, and Complete panics on a nil EffectiveVersion,
+	// so they are set before ApplyTo.
+	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
+	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+
+	if err := ro.ApplyTo(genericConfig); err != nil {
+		return nil, fmt.Errorf("applying options: %w", err)
+	}
+	if o.Standalone {
+		if err := o.applyStandalone(&genericConfig.Config); err != nil {
+			return nil, err
+		}
+	}
+	return &apiserver.Config{GenericConfig: genericConfig}, nil
+}
+
+// applyStandalone installs the built-in authorizer and rekey's admission
+// plugins, which RecommendedOptions cannot build without a cluster.
+func (o *Options) applyStandalone(c *genericapiserver.Config) error {
+	authz := standalone.NewAuthorizer()
+	c.Authorization.Authorizer = authz
+	c.RuleResolver = nil
+
+	plugins := admission.NewPlugins()
+	rekeyadmission.RegisterAll(plugins)
+	initializer := genericadmissioninit.New(nil, nil, nil, authz, c.FeatureGate, c.EffectiveVersion, c.DrainedNotify(), nil)
+	chain, err := plugins.NewFromPlugins(rekeyadmission.PluginNames, emptyConfig{}, initializer, admission.Decorators{})
+	if err != nil {
+		return fmt.Errorf("building admission chain: %w", err)
+	}
+	c.AdmissionControl = chain
+	return nil
+}
+
+type emptyConfig struct{}
+
+func (emptyConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
+
+// Run starts the embedded etcd (standalone), builds the server and serves
+// until ctx is done.
+func (o *Options) Run(ctx context.Context) error {
+	if o.Standalone {
+		etcd, err := standalone.StartEtcd(ctx, o.DataDir, o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList[0])
+		if err != nil {
+			return err
+		}
+		defer etcd.Close()
+	}
+	config, err := o.Config()
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	if o.Standalone {
+		server.GenericAPIServer.AddPostStartHookOrDie("rekey-admin-kubeconfig", func(genericapiserver.PostStartHookContext) error {
+			return o.writeAdminKubeconfig()
+		})
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+func (o *Options) writeAdminKubeconfig() error {
+	ss := o.RecommendedOptions.SecureServing
+	host := ss.BindAddress.String()
+	if ss.BindAddress.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	server := "https://" + net.JoinHostPort(host, fmt.Sprint(ss.BindPort))
+	if ss.Listener != nil {
+		if addr, ok := ss.Listener.Addr().(*net.TCPAddr); ok {
+			server = "https://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+		}
+	}
+	path := o.AdminKubeconfigPath()
+	if err := o.pki().WriteAdminKubeconfig(path, server); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fmt.Fprintf(o.Stdout, "rekey-apiserver is serving on %s\nadmin kubeconfig: %s\n  export KUBECONFIG=%s\n", server, path, path)
+	return nil
+}

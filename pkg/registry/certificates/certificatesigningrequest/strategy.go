@@ -1,0 +1,225 @@
+// Package certificatesigningrequest stores CertificateSigningRequests: one
+// base strategy for the main resource and thin variants for /status and
+// /approval, so that approving and signing can be authorized separately.
+package certificatesigningrequest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+)
+
+const apiVersion = "certificates.rekey.io/v1alpha1"
+
+// csrStrategy implements create and update of the main resource.
+type csrStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+	clock clock.PassiveClock
+}
+
+// NewStrategy returns the strategy of the main resource. The clock stamps
+// condition times; tests pass a fake one.
+func NewStrategy(typer runtime.ObjectTyper, clk clock.PassiveClock) csrStrategy {
+	return csrStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, clock: clk}
+}
+
+func (csrStrategy) NamespaceScoped() bool { return false }
+
+// GetResetFields says which fields server-side apply must not let a manager
+// own through the main resource: all of status.
+func (csrStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// PrepareForCreate stamps the requester's identity from the authenticated
+// user in the request context, whatever the body says, and clears status.
+func (s csrStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	csr := obj.(*certificates.CertificateSigningRequest)
+	csr.Spec.Username, csr.Spec.UID, csr.Spec.Groups, csr.Spec.Extra = "", "", nil, nil
+	if user, ok := genericapirequest.UserFrom(ctx); ok {
+		csr.Spec.Username = user.GetName()
+		csr.Spec.UID = user.GetUID()
+		if groups := user.GetGroups(); len(groups) > 0 {
+			csr.Spec.Groups = append([]string(nil), groups...)
+		}
+		if extra := user.GetExtra(); len(extra) > 0 {
+			csr.Spec.Extra = make(map[string]certificates.ExtraValue, len(extra))
+			for k, v := range extra {
+				csr.Spec.Extra[k] = append(certificates.ExtraValue(nil), v...)
+			}
+		}
+	}
+	csr.Status = certificates.CertificateSigningRequestStatus{}
+}
+
+// PrepareForUpdate keeps spec and status: the main resource only changes metadata.
+func (csrStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	newCSR.Spec = oldCSR.Spec
+	newCSR.Status = oldCSR.Status
+}
+
+func (csrStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateCertificateSigningRequestCreate(obj.(*certificates.CertificateSigningRequest))
+}
+
+func (csrStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string {
+	csr := obj.(*certificates.CertificateSigningRequest)
+	if csr.Spec.ExpirationSeconds != nil && *csr.Spec.ExpirationSeconds > 0 && *csr.Spec.ExpirationSeconds < 3600 {
+		return []string{fmt.Sprintf("spec.expirationSeconds: %d seconds is short; signers may round it up or reject it", *csr.Spec.ExpirationSeconds)}
+	}
+	return nil
+}
+
+func (csrStrategy) Canonicalize(obj runtime.Object) {}
+
+func (csrStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+func (csrStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateCertificateSigningRequestUpdate(obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest))
+}
+
+func (csrStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+func (csrStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+
+// statusStrategy writes status.certificate and non-approval conditions.
+type statusStrategy struct{ csrStrategy }
+
+// NewStatusStrategy returns the strategy of /status.
+func NewStatusStrategy(base csrStrategy) statusStrategy { return statusStrategy{base} }
+
+func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
+	}
+}
+
+// PrepareForUpdate keeps the spec, keeps existing Approved/Denied conditions
+// exactly as they were (adding one here is rejected by validation), and
+// stamps condition times.
+func (s statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	newCSR.Spec = oldCSR.Spec
+	preserveCondition(newCSR, oldCSR, certificates.CertificateApproved)
+	preserveCondition(newCSR, oldCSR, certificates.CertificateDenied)
+	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
+}
+
+func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateCertificateSigningRequestStatusUpdate(obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest))
+}
+
+func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+// approvalStrategy adds Approved or Denied (and Failed).
+type approvalStrategy struct{ csrStrategy }
+
+// NewApprovalStrategy returns the strategy of /approval.
+func NewApprovalStrategy(base csrStrategy) approvalStrategy { return approvalStrategy{base} }
+
+func (approvalStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		apiVersion: fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("status", "certificate"),
+		),
+	}
+}
+
+// PrepareForUpdate keeps everything but the conditions.
+func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	newCSR.Spec = oldCSR.Spec
+	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
+}
+
+func (approvalStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateCertificateSigningRequestApprovalUpdate(obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest))
+}
+
+func (approvalStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+// preserveCondition puts back the old instance of a condition type when both
+// old and new have it, so that /status cannot rewrite an approval decision.
+func preserveCondition(newCSR, oldCSR *certificates.CertificateSigningRequest, t certificates.RequestConditionType) {
+	var oldCond *certificates.CertificateSigningRequestCondition
+	for i := range oldCSR.Status.Conditions {
+		if oldCSR.Status.Conditions[i].Type == t {
+			oldCond = &oldCSR.Status.Conditions[i]
+			break
+		}
+	}
+	if oldCond == nil {
+		return
+	}
+	for i := range newCSR.Status.Conditions {
+		if newCSR.Status.Conditions[i].Type == t {
+			newCSR.Status.Conditions[i] = *oldCond
+		}
+	}
+}
+
+// stampConditionTimes fills lastUpdateTime and lastTransitionTime when the
+// writer left them empty, as certificates.k8s.io/v1 does.
+func stampConditionTimes(newCSR, oldCSR *certificates.CertificateSigningRequest, now time.Time) {
+	for i := range newCSR.Status.Conditions {
+		c := &newCSR.Status.Conditions[i]
+		if c.LastUpdateTime.IsZero() {
+			c.LastUpdateTime = metav1.NewTime(now)
+		}
+		if !c.LastTransitionTime.IsZero() {
+			continue
+		}
+		c.LastTransitionTime = metav1.NewTime(now)
+		for _, oc := range oldCSR.Status.Conditions {
+			if oc.Type == c.Type && oc.Status == c.Status && !oc.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = oc.LastTransitionTime
+			}
+		}
+	}
+}
+
+// GetAttrs returns the labels and selectable fields of a request.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	csr, ok := obj.(*certificates.CertificateSigningRequest)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a CertificateSigningRequest: %s", reflect.TypeOf(obj))
+	}
+	return labels.Set(csr.Labels), SelectableFields(csr), nil
+}
+
+// SelectableFields are the fields a list or watch may select on.
+func SelectableFields(csr *certificates.CertificateSigningRequest) fields.Set {
+	return generic.AddObjectMetaFieldsSet(fields.Set{"spec.signerName": csr.Spec.SignerName}, &csr.ObjectMeta, false)
+}
+
+// Matcher selects requests by label and field.
+func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+}

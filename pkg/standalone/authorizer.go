@@ -1,0 +1,62 @@
+package standalone
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+// NewAuthorizer returns the fixed policy of a standalone server, which has no RBAC
+// to delegate to:
+//   - members of system:masters may do anything;
+//   - any other authenticated user may read discovery, OpenAPI and health
+//     endpoints, and create, get, list and watch CertificateSigningRequests
+//     (the requester role); approving and signing need system:masters;
+//   - anonymous users may only read health endpoints.
+func NewAuthorizer() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
+
+var requesterVerbs = []string{"create", "get", "list", "watch"}
+
+func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	u := a.GetUser()
+	if u == nil {
+		return authorizer.DecisionDeny, "no user", nil
+	}
+	groups := u.GetGroups()
+	if slices.Contains(groups, user.SystemPrivilegedGroup) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	if !a.IsResourceRequest() {
+		if a.GetVerb() == "get" && publicPath(a.GetPath(), slices.Contains(groups, user.AllAuthenticated)) {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "standalone mode: only system:masters may use this path", nil
+	}
+	if !slices.Contains(groups, user.AllAuthenticated) {
+		return authorizer.DecisionNoOpinion, "standalone mode: anonymous requests are not allowed", nil
+	}
+	if a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "certificatesigningrequests" &&
+		a.GetSubresource() == "" && slices.Contains(requesterVerbs, a.GetVerb()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "standalone mode: only system:masters may do this; other users may create, get, list and watch certificatesigningrequests", nil
+}
+
+func publicPath(path string, authenticated bool) bool {
+	switch path {
+	case "/healthz", "/livez", "/readyz":
+		return true
+	}
+	if strings.HasPrefix(path, "/healthz/") || strings.HasPrefix(path, "/livez/") || strings.HasPrefix(path, "/readyz/") {
+		return true
+	}
+	if !authenticated {
+		return false
+	}
+	return path == "/version" || path == "/api" || path == "/apis" ||
+		strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/") ||
+		strings.HasPrefix(path, "/openapi/")
+}
