@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // AdminKubeconfigFile is the name of the admin kubeconfig in the data directory.

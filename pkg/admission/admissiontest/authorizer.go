@@ -1,0 +1,48 @@
+// Package admissiontest has fakes for admission plugin tests.
+package admissiontest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+// Grant is one permission the fake authorizer allows.
+type Grant struct {
+	User, Verb, Name string
+}
+
+// Authorizer allows exactly the grants it holds on resource "signers" in
+// group certificates.rekey.io, fails the test on any other resource, and
+// records every call.
+type Authorizer struct {
+	T      testing.TB
+	Grants []Grant
+	// Err, when set, is returned by every call.
+	Err   error
+	Calls []authorizer.Attributes
+}
+
+// Authorizer returns the fake as an authorizer.Authorizer.
+func (f *Authorizer) Authorizer() authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(f.authorize)
+}
+
+func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	f.Calls = append(f.Calls, a)
+	if a.GetAPIGroup() != "certificates.rekey.io" || a.GetResource() != "signers" || !a.IsResourceRequest() {
+		f.T.Errorf("unexpected authorization check: group=%q resource=%q", a.GetAPIGroup(), a.GetResource())
+		return authorizer.DecisionDeny, "unexpected", nil
+	}
+	if f.Err != nil {
+		return authorizer.DecisionNoOpinion, "", f.Err
+	}
+	for _, g := range f.Grants {
+		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	return authorizer.DecisionNoOpinion, fmt.Sprintf("no grant for %s %s %s", a.GetUser().GetName(), a.GetVerb(), a.GetName()), nil
+}

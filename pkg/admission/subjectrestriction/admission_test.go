@@ -1,0 +1,50 @@
+package subjectrestriction
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/test/fixtures"
+)
+
+func TestSubjectRestriction(t *testing.T) {
+	tests := map[string]struct {
+		signer      string
+		orgs        []string
+		subresource string
+		wantAllowed bool
+	}{
+		"masters to apiserver client refused":   {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev", "system:masters"}},
+		"other group to apiserver client":       {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev"}, wantAllowed: true},
+		"masters to another signer":             {signer: "example.com/signer", orgs: []string{"system:masters"}, wantAllowed: true},
+		"masters to kubelet client is not ours": {signer: certificates.KubeAPIServerClientKubeletSignerName, orgs: []string{"system:masters"}, wantAllowed: true},
+		"subresource ignored":                   {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"system:masters"}, subresource: "status", wantAllowed: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			obj := &certificates.CertificateSigningRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: "req"},
+				Spec: certificates.CertificateSigningRequestSpec{
+					SignerName: tc.signer,
+					Request:    fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "x", Organizations: tc.orgs}),
+				},
+			}
+			a := admission.NewAttributesRecord(obj, nil, certificates.Kind("CertificateSigningRequest").WithVersion("v1alpha1"),
+				"", "req", certificates.Resource("certificatesigningrequests").WithVersion("v1alpha1"), tc.subresource,
+				admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "bob"})
+			err := New().Validate(context.Background(), a, nil)
+			if tc.wantAllowed && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.wantAllowed && !apierrors.IsForbidden(err) {
+				t.Fatalf("want Forbidden, got %v", err)
+			}
+		})
+	}
+}
