@@ -1,0 +1,76 @@
+package framework
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	kubectlOnce sync.Once
+	kubectlPath string
+	kubectlErr  error
+)
+
+// Kubectl returns the kubectl binary to test with: $KUBECTL, else the one on
+// PATH, else one built by hack/build-tools.sh at the version rekey targets.
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	kubectlOnce.Do(func() {
+		if p := os.Getenv("KUBECTL"); p != "" {
+			kubectlPath = p
+			return
+		}
+		if p, err := exec.LookPath("kubectl"); err == nil {
+			kubectlPath = p
+			return
+		}
+		dir, err := BuildTools("kubectl")
+		if err != nil {
+			kubectlErr = err
+			return
+		}
+		kubectlPath = filepath.Join(dir, "kubectl")
+	})
+	if kubectlErr != nil {
+		t.Fatal(kubectlErr)
+	}
+	return kubectlPath
+}
+
+// BuildTools runs hack/build-tools.sh for the named tools and returns the
+// directory holding them.
+func BuildTools(tools ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "build-tools.sh"), tools...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", &toolError{err: err, stderr: stderr.String()}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+type toolError struct {
+	err    error
+	stderr string
+}
+
+func (e *toolError) Error() string { return "hack/build-tools.sh: " + e.err.Error() + "\n" + e.stderr }
+
+// RunKubectl runs kubectl with the kubeconfig and returns stdout, stderr and
+// the error.
+func RunKubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(Kubectl(t), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}

@@ -1,0 +1,5 @@
+package integration
+
+import "os"
+
+var osReadFile = os.ReadFile
