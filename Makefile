@@ -1,0 +1,65 @@
+# rekey: see README.md. Every target works from a clean checkout.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := _output/bin
+DATA_DIR ?= .rekey
+PORT ?= 8443
+GOTEST_FLAGS ?=
+
+.PHONY: all build run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen update-codegen fuzz bench tools clean
+
+all: build
+
+## build: compile rekey-apiserver and kubectl-rekey into _output/bin
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## run: standalone server with embedded etcd; admin kubeconfig in $(DATA_DIR)/admin.kubeconfig
+run: build
+	$(BIN)/rekey-apiserver --standalone --data-dir $(DATA_DIR) --secure-port $(PORT)
+
+## test: everything: static checks, unit tests (race), integration and end-to-end tests
+test: verify test-unit test-integration test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 $(GOTEST_FLAGS) ./pkg/... ./cmd/...
+
+test-integration:
+	hack/install-test-deps.sh
+	$(GO) test -count=1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/...
+
+test-e2e:
+	hack/install-test-deps.sh
+	$(GO) test -count=1 -timeout 40m $(GOTEST_FLAGS) ./test/e2e/...
+
+## verify: formatting, vet, go.mod tidiness and generated code
+verify: verify-gofmt verify-vet verify-tidy verify-codegen
+
+verify-gofmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+verify-vet:
+	$(GO) vet ./...
+
+verify-tidy:
+	hack/verify-tidy.sh
+
+verify-codegen:
+	hack/verify-codegen.sh
+
+update-codegen:
+	hack/update-codegen.sh
+
+## fuzz: run each parser fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCertificateChain$$' -fuzztime $(FUZZTIME)
+
+## tools: build kube-apiserver, kubectl and etcd into the cache (hack/build-tools.sh)
+tools:
+	hack/build-tools.sh
+
+clean:
+	rm -rf _output
