@@ -5,7 +5,9 @@ import (
 	"os"
 
 	"k8s.io/client-go/tools/clientcmd"
+
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"rekey.io/rekey/pkg/pki"
 )
 
 // AdminKubeconfigFile is the name of the admin kubeconfig in the data directory.
@@ -27,7 +29,7 @@ func (p PKI) WriteKubeconfig(path, server, user string, certPEM, keyPEM []byte) 
 	if err != nil {
 		return fmt.Errorf("encoding kubeconfig: %w", err)
 	}
-	return writeFileAtomic(path, data, 0o600)
+	return pki.WriteFileAtomic(path, data, 0o600)
 }
 
 // WriteAdminKubeconfig writes the kubeconfig of the system:masters admin.

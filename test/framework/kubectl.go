@@ -20,6 +20,14 @@ var (
 // PATH, else one built by hack/build-tools.sh at the version rekey targets.
 func Kubectl(t testing.TB) string {
 	t.Helper()
+	p, err := findKubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func findKubectl() (string, error) {
 	kubectlOnce.Do(func() {
 		if p := os.Getenv("KUBECTL"); p != "" {
 			kubectlPath = p
@@ -36,10 +44,7 @@ func Kubectl(t testing.TB) string {
 		}
 		kubectlPath = filepath.Join(dir, "kubectl")
 	})
-	if kubectlErr != nil {
-		t.Fatal(kubectlErr)
-	}
-	return kubectlPath
+	return kubectlPath, kubectlErr
 }
 
 // BuildTools runs hack/build-tools.sh for the named tools and returns the

@@ -39,6 +39,15 @@ func RepoRoot() string {
 // Binary builds ./cmd/<name> once per test process and returns its path.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
+	path, err := BinaryPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// BinaryPath is Binary for callers without a testing.TB, such as TestMain.
+func BinaryPath(name string) (string, error) {
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "rekey-bin-")
 		if buildErr != nil {
@@ -53,9 +62,9 @@ func Binary(t testing.TB, name string) string {
 		}
 	})
 	if buildErr != nil {
-		t.Fatal(buildErr)
+		return "", buildErr
 	}
-	return filepath.Join(binDir, name)
+	return filepath.Join(binDir, name), nil
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

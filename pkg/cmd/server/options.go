@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -29,6 +30,7 @@ import (
 	rekeyadmission "rekey.io/rekey/pkg/admission"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
+	"rekey.io/rekey/pkg/apiserver/filters"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
 	"rekey.io/rekey/pkg/standalone"
 )
@@ -71,6 +73,8 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		certv1alpha1.SchemeGroupVersion, schema.GroupKind{Group: certv1alpha1.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
+	// Profiling handlers are off unless asked for (--profiling).
+	o.RecommendedOptions.Features.EnableProfiling = false
 	rekeyadmission.RegisterAll(o.RecommendedOptions.Admission.Plugins)
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, rekeyadmission.PluginNames...)
 	return o
@@ -185,6 +189,12 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// so they are set before ApplyTo.
 	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
 	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+
+	// Every response passes through WithoutRedirects: an aggregated server
+	// must never answer 3xx.
+	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
+		return filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
+	}
 
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)

@@ -1,0 +1,53 @@
+// Package filters holds rekey's own HTTP filters.
+package filters
+
+import (
+	"fmt"
+	"net/http"
+
+	"k8s.io/apiserver/pkg/endpoints/responsewriter"
+)
+
+// WithoutRedirects makes sure no response is ever a 3xx. A redirect from an
+// aggregated API server would be followed by clients with the credentials
+// of the original request, or hand an attacker a way to bounce requests;
+// the generic server redirects in a few places (e.g. /debug/pprof, path
+// cleaning in net/http), so every 3xx is turned into a 404 without Location.
+func WithoutRedirects(handler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		d := &noRedirectWriter{ResponseWriter: w, path: req.URL.Path}
+		handler.ServeHTTP(responsewriter.WrapForHTTP1Or2(d), req)
+	})
+}
+
+type noRedirectWriter struct {
+	http.ResponseWriter
+	path       string
+	suppressed bool
+}
+
+var _ responsewriter.UserProvidedDecorator = &noRedirectWriter{}
+
+func (w *noRedirectWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *noRedirectWriter) WriteHeader(code int) {
+	if code >= 300 && code < 400 {
+		w.suppressed = true
+		h := w.ResponseWriter.Header()
+		h.Del("Location")
+		h.Set("Content-Type", "application/json")
+		h.Del("Content-Length")
+		w.ResponseWriter.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w.ResponseWriter, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource (%q)","reason":"NotFound","code":404}`+"\n", w.path)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *noRedirectWriter) Write(b []byte) (int, error) {
+	if w.suppressed {
+		// Drop the redirect's own body ("<a href=...>").
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}

@@ -1,0 +1,172 @@
+// Package pki makes and stores the small X.509 hierarchies rekey needs for
+// its own serving and client certificates (not the signers' CAs, which live
+// behind pkg/signing).
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Backdate is how far before "now" certificates start, to absorb clock skew.
+const Backdate = 5 * time.Minute
+
+// KeyPair is a certificate and its private key.
+type KeyPair struct {
+	Cert *x509.Certificate
+	Key  crypto.Signer
+}
+
+// NewCA returns a self-signed ECDSA P-256 CA.
+func NewCA(commonName string, validity time.Duration) (*KeyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating key for CA %q: %w", commonName, err)
+	}
+	template := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: commonName},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	cert, err := sign(template, key.Public(), nil, key, validity)
+	if err != nil {
+		return nil, fmt.Errorf("self-signing CA %q: %w", commonName, err)
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+// Issue signs a new ECDSA P-256 key into a leaf certificate built from
+// template (subject, SANs, extended key usages).
+func (ca *KeyPair) Issue(template *x509.Certificate, validity time.Duration) (*KeyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating key for %q: %w", template.Subject.CommonName, err)
+	}
+	t := *template
+	if t.KeyUsage == 0 {
+		t.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	cert, err := sign(&t, key.Public(), ca.Cert, ca.Key, validity)
+	if err != nil {
+		return nil, fmt.Errorf("signing %q: %w", template.Subject.CommonName, err)
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+func sign(template *x509.Certificate, pub crypto.PublicKey, parent *x509.Certificate, parentKey crypto.Signer, validity time.Duration) (*x509.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	template.SerialNumber = serial
+	template.NotBefore = now.Add(-Backdate)
+	template.NotAfter = now.Add(validity)
+	if parent == nil {
+		parent = template
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, parent, pub, parentKey)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
+}
+
+// CertPEM returns the certificate as PEM.
+func (kp *KeyPair) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Cert.Raw})
+}
+
+// KeyPEM returns the private key as PKCS#8 PEM.
+func (kp *KeyPair) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(kp.Key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Write stores the key (mode 0600) and then the certificate, each through a
+// temporary file and a rename, so that a crash never leaves a certificate
+// without its key.
+func (kp *KeyPair) Write(certPath, keyPath string) error {
+	keyPEM, err := kp.KeyPEM()
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return WriteFileAtomic(certPath, kp.CertPEM(), 0o644)
+}
+
+// Load reads a PEM certificate and a PKCS#8 PEM private key.
+func Load(certPath, keyPath string) (*KeyPair, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	if certBlock == nil || certBlock.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no CERTIFICATE PEM block", certPath)
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
+	}
+	keyBlock, _ := pem.Decode(keyPEM)
+	if keyBlock == nil {
+		return nil, fmt.Errorf("%s: no PEM block", keyPath)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyPath, err)
+	}
+	signer, ok := parsed.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: key of type %T cannot sign", keyPath, parsed)
+	}
+	return &KeyPair{Cert: cert, Key: signer}, nil
+}
+
+// WriteFileAtomic writes data to path through a synced temporary file in the
+// same directory and a rename.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

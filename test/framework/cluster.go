@@ -1,0 +1,496 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/pki"
+)
+
+const (
+	// RekeyNamespace and RekeyService name the Service the APIService points at.
+	RekeyNamespace = "rekey-system"
+	RekeyService   = "rekey-apiserver"
+	// RekeyServiceAccountUser is the identity rekey-apiserver uses against
+	// the kube-apiserver: the ServiceAccount the artifacts bind roles to.
+	RekeyServiceAccountUser = "system:serviceaccount:rekey-system:rekey-apiserver"
+	// APIServiceName is the APIService of certificates.rekey.io.
+	APIServiceName = "v1alpha1.certificates.rekey.io"
+
+	certValidity = 24 * time.Hour
+)
+
+// Process is a child process with its log file.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+// Start runs a binary with its output in a log file under dir.
+func Start(dir, name, binary string, args ...string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM, then SIGKILL after the grace period.
+func (p *Process) Stop(grace time.Duration) {
+	if p == nil || p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		err := <-p.done
+		p.done <- err
+	}
+}
+
+// Kill ends the process at once, as a crash would.
+func (p *Process) Kill() {
+	if p == nil || p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+}
+
+// LogTail returns the end of the process's log.
+func (p *Process) LogTail(n int) string {
+	data, _ := os.ReadFile(p.log)
+	if len(data) > n {
+		data = data[len(data)-n:]
+	}
+	return string(data)
+}
+
+// Cluster is a real control plane on loopback: etcd, kube-apiserver with
+// RBAC, Node authorization and the aggregation layer, and rekey-apiserver
+// registered through an APIService.
+type Cluster struct {
+	Dir             string
+	EtcdURL         string
+	KubeAPIURL      string
+	RekeyPort       int
+	AdminKubeconfig string
+	// RekeyKubeconfig is rekey-apiserver's own identity against kube-apiserver.
+	RekeyKubeconfig string
+	ServingCA       *pki.KeyPair
+	ClientCA        *pki.KeyPair
+	RekeyServingCA  *pki.KeyPair
+
+	Etcd, KubeAPIServer, Rekey *Process
+	Admin                      kubernetes.Interface
+	RekeyAdmin                 clientset.Interface
+	rekeyArgs                  []string
+	rekeyBinary                string
+}
+
+// ClusterOptions tunes StartCluster.
+type ClusterOptions struct {
+	// RekeyArgs are extra flags for rekey-apiserver.
+	RekeyArgs []string
+	// Logf receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+// StartCluster builds what is missing (hack/build-tools.sh, cached) and
+// starts the control plane in dir. Call Stop when done.
+func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	toolsDir, err := BuildTools("etcd", "kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, rekeyBinary: rekeyBinary, rekeyArgs: opts.RekeyArgs}
+	if err := c.makePKI(); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, peerPort, kubePort := ports[0], ports[1], ports[2]
+	c.RekeyPort = ports[3]
+	c.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	c.KubeAPIURL = fmt.Sprintf("https://127.0.0.1:%d", kubePort)
+
+	logf("starting etcd on %s", c.EtcdURL)
+	c.Etcd, err = Start(dir, "etcd", filepath.Join(toolsDir, "etcd"),
+		"--name=e2e", "--data-dir="+filepath.Join(dir, "etcd-data"),
+		"--listen-client-urls="+c.EtcdURL, "--advertise-client-urls="+c.EtcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=e2e="+peerURL, "--log-level=warn", "--quota-backend-bytes=4294967296")
+	if err != nil {
+		return nil, err
+	}
+
+	p := func(name string) string { return filepath.Join(dir, "pki", name) }
+	logf("starting kube-apiserver on %s", c.KubeAPIURL)
+	c.KubeAPIServer, err = Start(dir, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
+		"--etcd-servers="+c.EtcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(kubePort),
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file="+p("kube-apiserver.crt"), "--tls-private-key-file="+p("kube-apiserver.key"),
+		"--client-ca-file="+p("client-ca.crt"),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--requestheader-client-ca-file="+p("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+p("front-proxy-client.crt"), "--proxy-client-key-file="+p("front-proxy-client.key"),
+		"--cert-dir="+filepath.Join(dir, "kube-cert-dir"),
+		"--profiling=false",
+	)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if c.AdminKubeconfig, err = c.UserKubeconfig("e2e-admin", "system:masters"); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.AdminKubeconfig)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	c.Admin = kubernetes.NewForConfigOrDie(cfg)
+	if err := waitFor(120*time.Second, func() error {
+		if c.KubeAPIServer.Exited() {
+			return fmt.Errorf("kube-apiserver exited:\n%s", c.KubeAPIServer.LogTail(4000))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		body, err := c.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(body) != "ok" {
+			return fmt.Errorf("readyz: %s", body)
+		}
+		return nil
+	}); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.KubeAPIServer.LogTail(4000))
+	}
+
+	if c.RekeyKubeconfig, err = c.UserKubeconfig(RekeyServiceAccountUser, "system:serviceaccounts", "system:serviceaccounts:rekey-system"); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	logf("applying artifacts")
+	if err := c.applyArtifacts(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	logf("starting rekey-apiserver on port %d", c.RekeyPort)
+	if err := c.StartRekey(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	rcfg := rest.CopyConfig(cfg)
+	c.RekeyAdmin = clientset.NewForConfigOrDie(rcfg)
+	return c, nil
+}
+
+// StartRekey starts (or restarts) rekey-apiserver in aggregated mode and
+// waits for its APIService to be Available.
+func (c *Cluster) StartRekey() error {
+	p := func(name string) string { return filepath.Join(c.Dir, "pki", name) }
+	args := append([]string{
+		"--etcd-servers=" + c.EtcdURL, "--etcd-prefix=/rekey.io",
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.RekeyPort),
+		"--tls-cert-file=" + p("rekey-serving.crt"), "--tls-private-key-file=" + p("rekey-serving.key"),
+		"--authentication-kubeconfig=" + c.RekeyKubeconfig,
+		"--authorization-kubeconfig=" + c.RekeyKubeconfig,
+		"--kubeconfig=" + c.RekeyKubeconfig,
+	}, c.rekeyArgs...)
+	var err error
+	c.Rekey, err = Start(c.Dir, "rekey-apiserver", c.rekeyBinary, args...)
+	if err != nil {
+		return err
+	}
+	return waitFor(120*time.Second, func() error {
+		if c.Rekey.Exited() {
+			return fmt.Errorf("rekey-apiserver exited:\n%s", c.Rekey.LogTail(4000))
+		}
+		out, err := c.kubectl(nil, "get", "apiservice", APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "True" {
+			msg, _ := c.kubectl(nil, "get", "apiservice", APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].message}`)
+			return fmt.Errorf("APIService not Available yet: %s", msg)
+		}
+		return nil
+	})
+}
+
+// Stop ends every process, rekey first.
+func (c *Cluster) Stop() {
+	c.Rekey.Stop(20 * time.Second)
+	c.KubeAPIServer.Stop(30 * time.Second)
+	c.Etcd.Stop(10 * time.Second)
+}
+
+func (c *Cluster) kubectl(stdin []byte, args ...string) (string, error) {
+	kubectl, err := findKubectl()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", c.AdminKubeconfig, "--cache-dir", filepath.Join(c.Dir, "kubectl-cache")}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// applyArtifacts applies artifacts/deploy and artifacts/rbac as an operator
+// would, with the two changes a loopback run needs: the Service becomes an
+// ExternalName to localhost on rekey's port, and the APIService gets the
+// real caBundle of rekey's serving CA and that port.
+func (c *Cluster) applyArtifacts() error {
+	root := RepoRoot()
+	for _, f := range []string{"deploy/00-namespace.yaml", "deploy/10-server-rbac.yaml", "rbac"} {
+		if _, err := c.kubectl(nil, "apply", "-f", filepath.Join(root, "artifacts", f)); err != nil {
+			return err
+		}
+	}
+	service := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - name: https
+    port: %d
+`, RekeyService, RekeyNamespace, c.RekeyPort)
+	if _, err := c.kubectl([]byte(service), "apply", "-f", "-"); err != nil {
+		return err
+	}
+	apiservice, err := os.ReadFile(filepath.Join(root, "artifacts", "deploy", "40-apiservice.yaml"))
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify: true")) {
+		return fmt.Errorf("artifacts/deploy/40-apiservice.yaml must not skip TLS verification")
+	}
+	rendered := strings.Replace(string(apiservice), "caBundle: CA_BUNDLE", "caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM()), 1)
+	rendered = strings.Replace(rendered, "    port: 443", fmt.Sprintf("    port: %d", c.RekeyPort), 1)
+	_, err = c.kubectl([]byte(rendered), "apply", "-f", "-")
+	return err
+}
+
+func (c *Cluster) makePKI() error {
+	dir := filepath.Join(c.Dir, "pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	var err error
+	if c.ServingCA, err = pki.NewCA("e2e-kube-serving-ca", certValidity); err != nil {
+		return err
+	}
+	if c.ClientCA, err = pki.NewCA("e2e-client-ca", certValidity); err != nil {
+		return err
+	}
+	frontProxyCA, err := pki.NewCA("e2e-front-proxy-ca", certValidity)
+	if err != nil {
+		return err
+	}
+	if c.RekeyServingCA, err = pki.NewCA("e2e-rekey-serving-ca", certValidity); err != nil {
+		return err
+	}
+	kubeServing, err := c.ServingCA.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, certValidity)
+	if err != nil {
+		return err
+	}
+	proxyClient, err := frontProxyCA.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "front-proxy-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, certValidity)
+	if err != nil {
+		return err
+	}
+	rekeyServing, err := c.RekeyServingCA.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: RekeyService + "." + RekeyNamespace + ".svc"},
+		DNSNames:    []string{RekeyService + "." + RekeyNamespace + ".svc", "localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, certValidity)
+	if err != nil {
+		return err
+	}
+	for name, kp := range map[string]*pki.KeyPair{
+		"serving-ca": c.ServingCA, "client-ca": c.ClientCA, "front-proxy-ca": frontProxyCA,
+		"kube-apiserver": kubeServing, "front-proxy-client": proxyClient, "rekey-serving": rekeyServing,
+	} {
+		if err := kp.Write(p(name+".crt"), p(name+".key")); err != nil {
+			return err
+		}
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(p("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}), 0o600); err != nil {
+		return err
+	}
+	return pki.WriteFileAtomic(p("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}), 0o644)
+}
+
+// UserKubeconfig writes a kubeconfig for the kube-apiserver that
+// authenticates as user in groups with a client certificate, and returns
+// its path.
+func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) {
+	kp, err := c.ClientCA.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, certValidity)
+	if err != nil {
+		return "", err
+	}
+	keyPEM, err := kp.KeyPEM()
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.KubeAPIURL, CertificateAuthorityData: c.ServingCA.CertPEM()}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM(), ClientKeyData: keyPEM}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user}
+	cfg.CurrentContext = "e2e"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.Dir, "kubeconfig-"+sanitize(user))
+	return path, pki.WriteFileAtomic(path, data, 0o600)
+}
+
+// UserClient returns a rekey clientset that talks to the kube-apiserver
+// (and through the aggregator to rekey) as user in groups.
+func (c *Cluster) UserClient(user string, groups ...string) (clientset.Interface, string, error) {
+	path, err := c.UserKubeconfig(user, groups...)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	client, err := clientset.NewForConfig(cfg)
+	return client, path, err
+}
+
+func sanitize(s string) string {
+	return strings.NewReplacer(":", "_", "/", "_", "*", "_").Replace(s)
+}
+
+func freePorts(n int) ([]int, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func waitFor(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("timed out after %s: %w", timeout, err)
+}
