@@ -29,6 +29,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cluster, err = framework.StartCluster(dir, rekey, framework.ClusterOptions{
+		// Profiling on: /debug/pprof redirects in the generic server, so
+		// TestRekeyNeverRedirects exercises the no-redirect filter.
+		RekeyArgs: []string{"--profiling"},
 		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
 	})
 	if err != nil {

@@ -70,7 +70,16 @@ func (e *toolError) Error() string { return "hack/build-tools.sh: " + e.err.Erro
 // the error.
 func RunKubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := exec.Command(Kubectl(t), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
+	return RunKubectlWithEnv(t, kubeconfig, nil, stdin, args...)
+}
+
+// RunKubectlWithEnv is RunKubectl with extra environment variables (such as
+// a PATH that holds kubectl-rekey).
+func RunKubectlWithEnv(t testing.TB, kubeconfig string, env []string, stdin []byte, args ...string) (string, string, error) {
+	t.Helper()
+	// Connection flags go last: kubectl refuses flags before a plugin name.
+	cmd := exec.Command(Kubectl(t), append(args, "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir())...)
+	cmd.Env = append(os.Environ(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -1,0 +1,22 @@
+// Command kubectl-rekey is a kubectl plugin: put it on PATH and run
+// `kubectl rekey approve NAME` or `kubectl rekey deny NAME`.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"rekey.io/rekey/pkg/cmd/plugin"
+)
+
+func main() {
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.Execute(); err != nil {
+		if !plugin.IsReported(err) {
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,33 @@
+// Package plugin implements kubectl-rekey, the kubectl plugin for rekey.
+package plugin
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+)
+
+// NewCommand returns `kubectl rekey` with kubectl's usual connection flags.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	configFlags := genericclioptions.NewConfigFlags(true)
+	cmd := &cobra.Command{
+		Use:          "kubectl rekey",
+		Short:        "Work with rekey certificate requests, signers and authorities",
+		SilenceUsage: true,
+		// Errors are printed once by main, not by cobra as well.
+		SilenceErrors: true,
+	}
+	configFlags.AddFlags(cmd.PersistentFlags())
+	newClient := func() (clientset.Interface, error) {
+		cfg, err := configFlags.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		return clientset.NewForConfig(cfg)
+	}
+	cmd.AddCommand(newDecisionCommand(decisionApprove, newClient, streams))
+	cmd.AddCommand(newDecisionCommand(decisionDeny, newClient, streams))
+	return cmd
+}
