@@ -114,3 +114,95 @@ const (
 	KubeletServingTPMSignerName          = "rekey.io/kubelet-serving-tpm"
 	InsecureTestSignerName               = "rekey.io/insecure-test"
 )
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Signer declares one signer, the CA it signs with, and its policy.
+type Signer struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   SignerSpec
+	Status SignerStatus
+}
+
+// SignerSpec is the declared behaviour of a signer.
+type SignerSpec struct {
+	SignerName              string
+	CertificateAuthorityRef CertificateAuthorityReference
+	Policy                  SignerPolicy
+	Approval                SignerApproval
+}
+
+// CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.
+type CertificateAuthorityReference struct {
+	Name string
+}
+
+// SignerPolicy is what a signer will put into a certificate.
+type SignerPolicy struct {
+	AllowedUsages   []KeyUsage
+	RequiredUsages  []KeyUsage
+	DefaultDuration *metav1.Duration
+	MaxDuration     metav1.Duration
+	Subject         SubjectPolicy
+	SubjectAltNames SubjectAltNamePolicy
+}
+
+// SubjectPolicy restricts the subject of requests.
+type SubjectPolicy struct {
+	CommonNamePrefix       string
+	Organizations          []string
+	ForbiddenOrganizations []string
+}
+
+// SubjectAltNameType is a kind of subject alternative name.
+type SubjectAltNameType string
+
+// Subject alternative name types.
+const (
+	SANTypeDNS   SubjectAltNameType = "DNS"
+	SANTypeIP    SubjectAltNameType = "IP"
+	SANTypeEmail SubjectAltNameType = "Email"
+	SANTypeURI   SubjectAltNameType = "URI"
+)
+
+// SubjectAltNamePolicy restricts subject alternative names.
+type SubjectAltNamePolicy struct {
+	Allowed        []SubjectAltNameType
+	RequireDNSOrIP bool
+}
+
+// ApprovalMode says who approves a signer's requests.
+type ApprovalMode string
+
+// Approval modes.
+const (
+	ApprovalManual      ApprovalMode = "Manual"
+	ApprovalNodeClient  ApprovalMode = "NodeClient"
+	ApprovalAttestation ApprovalMode = "Attestation"
+)
+
+// SignerApproval says how requests get approved.
+type SignerApproval struct {
+	Mode ApprovalMode
+}
+
+// SignerStatus is observed state of a signer.
+type SignerStatus struct {
+	ObservedGeneration int64
+	Conditions         []metav1.Condition
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// SignerList is a list of Signers.
+type SignerList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []Signer
+}
+
+// SignerReady is the condition type saying the signer can sign.
+const SignerReady = "Ready"

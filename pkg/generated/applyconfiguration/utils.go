@@ -23,8 +23,10 @@ import (
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
 	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/certificates/v1alpha1"
 	internal "rekey.io/rekey/pkg/generated/applyconfiguration/internal"
+	applyconfigurationrotationv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/rotation/v1alpha1"
 )
 
 // ForKind returns an apply configuration type for the given GroupVersionKind, or nil if no
@@ -32,6 +34,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=certificates.rekey.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityReference"):
+		return &certificatesv1alpha1.CertificateAuthorityReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequest"):
 		return &certificatesv1alpha1.CertificateSigningRequestApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestCondition"):
@@ -40,6 +44,36 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &certificatesv1alpha1.CertificateSigningRequestSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestStatus"):
 		return &certificatesv1alpha1.CertificateSigningRequestStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Signer"):
+		return &certificatesv1alpha1.SignerApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SignerApproval"):
+		return &certificatesv1alpha1.SignerApprovalApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SignerPolicy"):
+		return &certificatesv1alpha1.SignerPolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SignerSpec"):
+		return &certificatesv1alpha1.SignerSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SignerStatus"):
+		return &certificatesv1alpha1.SignerStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SubjectAltNamePolicy"):
+		return &certificatesv1alpha1.SubjectAltNamePolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SubjectPolicy"):
+		return &certificatesv1alpha1.SubjectPolicyApplyConfiguration{}
+
+		// Group=rotation.rekey.io, Version=v1alpha1
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("CACertificate"):
+		return &applyconfigurationrotationv1alpha1.CACertificateApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthority"):
+		return &applyconfigurationrotationv1alpha1.CertificateAuthorityApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthoritySpec"):
+		return &applyconfigurationrotationv1alpha1.CertificateAuthoritySpecApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityStatus"):
+		return &applyconfigurationrotationv1alpha1.CertificateAuthorityStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("FileKeyStore"):
+		return &applyconfigurationrotationv1alpha1.FileKeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("KeyStore"):
+		return &applyconfigurationrotationv1alpha1.KeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("PKCS11KeyStore"):
+		return &applyconfigurationrotationv1alpha1.PKCS11KeyStoreApplyConfiguration{}
 
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 	common "k8s.io/kube-openapi/pkg/common"
 	spec "k8s.io/kube-openapi/pkg/validation/spec"
 	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
@@ -88,11 +89,28 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                            schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                             schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateAuthorityReference(ref),
 		v1alpha1.CertificateSigningRequest{}.OpenAPIModelName():          schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref),
 		v1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName(): schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestCondition(ref),
 		v1alpha1.CertificateSigningRequestList{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref),
 		v1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestSpec(ref),
 		v1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName():    schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref),
+		v1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
+		v1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
+		v1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
+		v1alpha1.SignerPolicy{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref),
+		v1alpha1.SignerSpec{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref),
+		v1alpha1.SignerStatus{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerStatus(ref),
+		v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName():               schema_pkg_apis_certificates_v1alpha1_SubjectAltNamePolicy(ref),
+		v1alpha1.SubjectPolicy{}.OpenAPIModelName():                      schema_pkg_apis_certificates_v1alpha1_SubjectPolicy(ref),
+		rotationv1alpha1.CACertificate{}.OpenAPIModelName():              schema_pkg_apis_rotation_v1alpha1_CACertificate(ref),
+		rotationv1alpha1.CertificateAuthority{}.OpenAPIModelName():       schema_pkg_apis_rotation_v1alpha1_CertificateAuthority(ref),
+		rotationv1alpha1.CertificateAuthorityList{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref),
+		rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref),
+		rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName(): schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref),
+		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
+		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
+		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
 	}
 }
 
@@ -2770,6 +2788,28 @@ func schema_k8sio_apimachinery_pkg_version_Info(ref common.ReferenceCallback) co
 	}
 }
 
+func schema_pkg_apis_certificates_v1alpha1_CertificateAuthorityReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the CertificateAuthority.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3088,5 +3128,791 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref c
 		},
 		Dependencies: []string{
 			v1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_Signer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Signer declares one signer: the name requests use in spec.signerName, the CertificateAuthority it signs with, what it will put into a certificate, and how its requests get approved. Requests that break the policy get a Failed condition that names the rule, never a certificate.\n\nThe object's name is the signer name with \"/\" replaced by \":\" (for example \"rekey.io:kube-apiserver-client\"), which keeps signer names unique.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec declares the signer.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SignerSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is the observed state of the signer.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SignerStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.SignerSpec{}.OpenAPIModelName(), v1alpha1.SignerStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SignerApproval says how requests get approved.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "mode is Manual (default), NodeClient or Attestation.\n\nPossible enum values:\n - `\"Attestation\"`\n - `\"Manual\"`\n - `\"NodeClient\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Attestation", "Manual", "NodeClient"},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SignerList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SignerList is a list of Signers.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the signers.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Signer{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), v1alpha1.Signer{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SignerPolicy is what a signer will sign. The CA bit is never set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allowedUsages": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowedUsages are the usages a request may ask for; a request asking for any other usage fails. Empty means any known usage.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"any", "cert sign", "client auth", "code signing", "content commitment", "crl sign", "data encipherment", "decipher only", "digital signature", "email protection", "encipher only", "ipsec end system", "ipsec tunnel", "ipsec user", "key agreement", "key encipherment", "microsoft sgc", "netscape sgc", "ocsp signing", "s/mime", "server auth", "signing", "timestamping"},
+									},
+								},
+							},
+						},
+					},
+					"requiredUsages": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "requiredUsages must all be in a request's usages. Together with allowedUsages equal to the same set, this demands an exact set.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"any", "cert sign", "client auth", "code signing", "content commitment", "crl sign", "data encipherment", "decipher only", "digital signature", "email protection", "encipher only", "ipsec end system", "ipsec tunnel", "ipsec user", "key agreement", "key encipherment", "microsoft sgc", "netscape sgc", "ocsp signing", "s/mime", "server auth", "signing", "timestamping"},
+									},
+								},
+							},
+						},
+					},
+					"defaultDuration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "defaultDuration is the lifetime of certificates whose request has no expirationSeconds. Defaults to maxDuration.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"maxDuration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxDuration caps the lifetime: a certificate lives for the smaller of the requested duration and maxDuration, and never past the CA's own expiry. At least 10m.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"subject": {
+						SchemaProps: spec.SchemaProps{
+							Description: "subject restricts the subject of requests.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SubjectPolicy{}.OpenAPIModelName()),
+						},
+					},
+					"subjectAltNames": {
+						SchemaProps: spec.SchemaProps{
+							Description: "subjectAltNames restricts subject alternative names.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"maxDuration"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName(), v1alpha1.SubjectPolicy{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SignerSpec declares a signer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"signerName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "signerName is the name requests use in spec.signerName, \"<domain>/<path>\". Immutable.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"certificateAuthorityRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateAuthorityRef names the rotation.rekey.io CertificateAuthority whose key signs this signer's certificates. Immutable.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName()),
+						},
+					},
+					"policy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "policy is what the signer will put into a certificate.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SignerPolicy{}.OpenAPIModelName()),
+						},
+					},
+					"approval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "approval says how this signer's requests are approved.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.SignerApproval{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"signerName", "certificateAuthorityRef", "policy"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName(), v1alpha1.SignerApproval{}.OpenAPIModelName(), v1alpha1.SignerPolicy{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SignerStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SignerStatus is the observed state of a signer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "observedGeneration is the generation the conditions describe.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready is True when the CA key can be reached and the signer is signing; its reason says why not otherwise.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SubjectAltNamePolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SubjectAltNamePolicy restricts subject alternative names. Extensions other than subject alternative names in a request are ignored.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allowed": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowed are the SAN types a request may carry; a request with any other type fails. Empty means none.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"DNS", "Email", "IP", "URI"},
+									},
+								},
+							},
+						},
+					},
+					"requireDNSOrIP": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requireDNSOrIP demands at least one DNS or IP SAN.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_SubjectPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SubjectPolicy restricts the subject of requests.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"commonNamePrefix": {
+						SchemaProps: spec.SchemaProps{
+							Description: "commonNamePrefix, when set, must start the subject common name, and the common name must be longer than it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"organizations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "organizations, when set, must be exactly the subject organizations (in any order).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"forbiddenOrganizations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "forbiddenOrganizations may not appear among the subject organizations.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_CACertificate(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CACertificate describes one CA certificate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificate is the PEM CA certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fingerprint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "fingerprint is the SHA-256 of the certificate's DER, as \"SHA256:\" and hex.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"serialNumber": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serialNumber is the certificate's serial number in hex.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"notBefore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "notBefore is the start of validity.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"notAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "notAfter is the end of validity.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"keyID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "keyID names the private key inside the key store (not secret).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"certificate", "fingerprint", "serialNumber", "notBefore", "notAfter"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_CertificateAuthority(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthority is a CA whose private key rekey keeps in a key store and never puts into an API object. rekey creates the key and the self-signed CA certificate (or adopts an existing CA from files) and publishes the certificate, its fingerprint and validity, and the trust bundle in status.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec declares the CA. It is immutable: rotate to change the key.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is the observed state of the CA.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName(), rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthorityList is a list of CertificateAuthorities.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the certificate authorities.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.CertificateAuthority{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), rotationv1alpha1.CertificateAuthority{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthoritySpec declares a CA.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"commonName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "commonName is the subject common name of the CA certificate. Ignored by the File key store, which adopts the certificate it finds.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"keyAlgorithm": {
+						SchemaProps: spec.SchemaProps{
+							Description: "keyAlgorithm is the algorithm of the CA key. Defaults to ECDSA-P256. The PKCS11 key store does not support Ed25519.\n\nPossible enum values:\n - `\"ECDSA-P256\"`\n - `\"ECDSA-P384\"`\n - `\"Ed25519\"`\n - `\"RSA-2048\"`\n - `\"RSA-3072\"`\n - `\"RSA-4096\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"ECDSA-P256", "ECDSA-P384", "Ed25519", "RSA-2048", "RSA-3072", "RSA-4096"},
+						},
+					},
+					"validity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "validity is the lifetime of the CA certificate. Defaults to 87600h (10 years); at least 1h.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"keyStore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "keyStore says where the private key lives.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.KeyStore{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthorityStatus is the observed state of a CA.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "observedGeneration is the generation this status describes.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase of the current or last rotation.\n\nPossible enum values:\n - `\"\"`\n - `\"Completed\"`\n - `\"Completing\"`\n - `\"Prepared\"`\n - `\"Preparing\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"", "Completed", "Completing", "Prepared", "Preparing"},
+						},
+					},
+					"lastInitiationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastInitiationTime is when the last rotation was started.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastInitiationFinishedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastInitiationFinishedTime is when the last rotation reached Prepared.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastCompletionTriggeredTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastCompletionTriggeredTime is when the last rotation was asked to complete.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastCompletionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastCompletionTime is when the last rotation reached Completed.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"current": {
+						SchemaProps: spec.SchemaProps{
+							Description: "current is the CA certificate that signs.",
+							Ref:         ref(rotationv1alpha1.CACertificate{}.OpenAPIModelName()),
+						},
+					},
+					"previous": {
+						SchemaProps: spec.SchemaProps{
+							Description: "previous is the CA certificate being rotated out, still trusted.",
+							Ref:         ref(rotationv1alpha1.CACertificate{}.OpenAPIModelName()),
+						},
+					},
+					"trustBundle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "trustBundle is the PEM of every CA certificate to trust now.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready is True when the key can be reached and the CA signs.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FileKeyStore adopts an existing CA from PEM files.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certFile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certFile is the path of the PEM CA certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"keyFile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "keyFile is the path of the PEM private key (PKCS#1, PKCS#8 or SEC 1).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"certFile", "keyFile"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_KeyStore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "KeyStore says where the private key lives.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"type": {
+						SchemaProps: spec.SchemaProps{
+							Description: "type is Etcd (default), File or PKCS11.\n\nPossible enum values:\n - `\"Etcd\"`\n - `\"File\"`\n - `\"PKCS11\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Etcd", "File", "PKCS11"},
+						},
+					},
+					"file": {
+						SchemaProps: spec.SchemaProps{
+							Description: "file locates the PEM files of an existing CA. Required for type File. The files are read on the server's host and re-read when they change.",
+							Ref:         ref(rotationv1alpha1.FileKeyStore{}.OpenAPIModelName()),
+						},
+					},
+					"pkcs11": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pkcs11 locates the token. Required for type PKCS11.",
+							Ref:         ref(rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			rotationv1alpha1.FileKeyStore{}.OpenAPIModelName(), rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PKCS11KeyStore keeps the key in a PKCS#11 token.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"modulePath": {
+						SchemaProps: spec.SchemaProps{
+							Description: "modulePath is the path of the PKCS#11 module, e.g. /usr/lib/softhsm/libsofthsm2.so.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"tokenLabel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "tokenLabel selects the token.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pinFile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pinFile is the path of a file holding the user PIN (never the PIN itself).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"modulePath", "tokenLabel", "pinFile"},
+			},
+		},
 	}
 }

@@ -36,6 +36,16 @@ func init() {
 // RegisterConversions adds conversion functions to the given scheme.
 // Public to allow building arbitrary schemes.
 func RegisterConversions(s *runtime.Scheme) error {
+	if err := s.AddGeneratedConversionFunc((*CertificateAuthorityReference)(nil), (*certificates.CertificateAuthorityReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_CertificateAuthorityReference_To_certificates_CertificateAuthorityReference(a.(*CertificateAuthorityReference), b.(*certificates.CertificateAuthorityReference), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.CertificateAuthorityReference)(nil), (*CertificateAuthorityReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_CertificateAuthorityReference_To_v1alpha1_CertificateAuthorityReference(a.(*certificates.CertificateAuthorityReference), b.(*CertificateAuthorityReference), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*CertificateSigningRequest)(nil), (*certificates.CertificateSigningRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_CertificateSigningRequest_To_certificates_CertificateSigningRequest(a.(*CertificateSigningRequest), b.(*certificates.CertificateSigningRequest), scope)
 	}); err != nil {
@@ -86,7 +96,107 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*Signer)(nil), (*certificates.Signer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Signer_To_certificates_Signer(a.(*Signer), b.(*certificates.Signer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.Signer)(nil), (*Signer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_Signer_To_v1alpha1_Signer(a.(*certificates.Signer), b.(*Signer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SignerApproval)(nil), (*certificates.SignerApproval)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SignerApproval_To_certificates_SignerApproval(a.(*SignerApproval), b.(*certificates.SignerApproval), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SignerApproval)(nil), (*SignerApproval)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SignerApproval_To_v1alpha1_SignerApproval(a.(*certificates.SignerApproval), b.(*SignerApproval), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SignerList)(nil), (*certificates.SignerList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SignerList_To_certificates_SignerList(a.(*SignerList), b.(*certificates.SignerList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SignerList)(nil), (*SignerList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SignerList_To_v1alpha1_SignerList(a.(*certificates.SignerList), b.(*SignerList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SignerPolicy)(nil), (*certificates.SignerPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SignerPolicy_To_certificates_SignerPolicy(a.(*SignerPolicy), b.(*certificates.SignerPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SignerPolicy)(nil), (*SignerPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SignerPolicy_To_v1alpha1_SignerPolicy(a.(*certificates.SignerPolicy), b.(*SignerPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SignerSpec)(nil), (*certificates.SignerSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SignerSpec_To_certificates_SignerSpec(a.(*SignerSpec), b.(*certificates.SignerSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SignerSpec)(nil), (*SignerSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SignerSpec_To_v1alpha1_SignerSpec(a.(*certificates.SignerSpec), b.(*SignerSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SignerStatus)(nil), (*certificates.SignerStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SignerStatus_To_certificates_SignerStatus(a.(*SignerStatus), b.(*certificates.SignerStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SignerStatus)(nil), (*SignerStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SignerStatus_To_v1alpha1_SignerStatus(a.(*certificates.SignerStatus), b.(*SignerStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SubjectAltNamePolicy)(nil), (*certificates.SubjectAltNamePolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SubjectAltNamePolicy_To_certificates_SubjectAltNamePolicy(a.(*SubjectAltNamePolicy), b.(*certificates.SubjectAltNamePolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SubjectAltNamePolicy)(nil), (*SubjectAltNamePolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SubjectAltNamePolicy_To_v1alpha1_SubjectAltNamePolicy(a.(*certificates.SubjectAltNamePolicy), b.(*SubjectAltNamePolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SubjectPolicy)(nil), (*certificates.SubjectPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SubjectPolicy_To_certificates_SubjectPolicy(a.(*SubjectPolicy), b.(*certificates.SubjectPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*certificates.SubjectPolicy)(nil), (*SubjectPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_certificates_SubjectPolicy_To_v1alpha1_SubjectPolicy(a.(*certificates.SubjectPolicy), b.(*SubjectPolicy), scope)
+	}); err != nil {
+		return err
+	}
 	return nil
+}
+
+func autoConvert_v1alpha1_CertificateAuthorityReference_To_certificates_CertificateAuthorityReference(in *CertificateAuthorityReference, out *certificates.CertificateAuthorityReference, s conversion.Scope) error {
+	*out = *(*certificates.CertificateAuthorityReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_CertificateAuthorityReference_To_certificates_CertificateAuthorityReference is an autogenerated conversion function.
+func Convert_v1alpha1_CertificateAuthorityReference_To_certificates_CertificateAuthorityReference(in *CertificateAuthorityReference, out *certificates.CertificateAuthorityReference, s conversion.Scope) error {
+	return autoConvert_v1alpha1_CertificateAuthorityReference_To_certificates_CertificateAuthorityReference(in, out, s)
+}
+
+func autoConvert_certificates_CertificateAuthorityReference_To_v1alpha1_CertificateAuthorityReference(in *certificates.CertificateAuthorityReference, out *CertificateAuthorityReference, s conversion.Scope) error {
+	*out = *(*CertificateAuthorityReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_CertificateAuthorityReference_To_v1alpha1_CertificateAuthorityReference is an autogenerated conversion function.
+func Convert_certificates_CertificateAuthorityReference_To_v1alpha1_CertificateAuthorityReference(in *certificates.CertificateAuthorityReference, out *CertificateAuthorityReference, s conversion.Scope) error {
+	return autoConvert_certificates_CertificateAuthorityReference_To_v1alpha1_CertificateAuthorityReference(in, out, s)
 }
 
 func autoConvert_v1alpha1_CertificateSigningRequest_To_certificates_CertificateSigningRequest(in *CertificateSigningRequest, out *certificates.CertificateSigningRequest, s conversion.Scope) error {
@@ -217,4 +327,178 @@ func autoConvert_certificates_CertificateSigningRequestStatus_To_v1alpha1_Certif
 // Convert_certificates_CertificateSigningRequestStatus_To_v1alpha1_CertificateSigningRequestStatus is an autogenerated conversion function.
 func Convert_certificates_CertificateSigningRequestStatus_To_v1alpha1_CertificateSigningRequestStatus(in *certificates.CertificateSigningRequestStatus, out *CertificateSigningRequestStatus, s conversion.Scope) error {
 	return autoConvert_certificates_CertificateSigningRequestStatus_To_v1alpha1_CertificateSigningRequestStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_Signer_To_certificates_Signer(in *Signer, out *certificates.Signer, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_SignerSpec_To_certificates_SignerSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_SignerStatus_To_certificates_SignerStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_Signer_To_certificates_Signer is an autogenerated conversion function.
+func Convert_v1alpha1_Signer_To_certificates_Signer(in *Signer, out *certificates.Signer, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Signer_To_certificates_Signer(in, out, s)
+}
+
+func autoConvert_certificates_Signer_To_v1alpha1_Signer(in *certificates.Signer, out *Signer, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_certificates_SignerSpec_To_v1alpha1_SignerSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_certificates_SignerStatus_To_v1alpha1_SignerStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_certificates_Signer_To_v1alpha1_Signer is an autogenerated conversion function.
+func Convert_certificates_Signer_To_v1alpha1_Signer(in *certificates.Signer, out *Signer, s conversion.Scope) error {
+	return autoConvert_certificates_Signer_To_v1alpha1_Signer(in, out, s)
+}
+
+func autoConvert_v1alpha1_SignerApproval_To_certificates_SignerApproval(in *SignerApproval, out *certificates.SignerApproval, s conversion.Scope) error {
+	*out = *(*certificates.SignerApproval)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SignerApproval_To_certificates_SignerApproval is an autogenerated conversion function.
+func Convert_v1alpha1_SignerApproval_To_certificates_SignerApproval(in *SignerApproval, out *certificates.SignerApproval, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SignerApproval_To_certificates_SignerApproval(in, out, s)
+}
+
+func autoConvert_certificates_SignerApproval_To_v1alpha1_SignerApproval(in *certificates.SignerApproval, out *SignerApproval, s conversion.Scope) error {
+	*out = *(*SignerApproval)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SignerApproval_To_v1alpha1_SignerApproval is an autogenerated conversion function.
+func Convert_certificates_SignerApproval_To_v1alpha1_SignerApproval(in *certificates.SignerApproval, out *SignerApproval, s conversion.Scope) error {
+	return autoConvert_certificates_SignerApproval_To_v1alpha1_SignerApproval(in, out, s)
+}
+
+func autoConvert_v1alpha1_SignerList_To_certificates_SignerList(in *SignerList, out *certificates.SignerList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]certificates.Signer)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_SignerList_To_certificates_SignerList is an autogenerated conversion function.
+func Convert_v1alpha1_SignerList_To_certificates_SignerList(in *SignerList, out *certificates.SignerList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SignerList_To_certificates_SignerList(in, out, s)
+}
+
+func autoConvert_certificates_SignerList_To_v1alpha1_SignerList(in *certificates.SignerList, out *SignerList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]Signer)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_certificates_SignerList_To_v1alpha1_SignerList is an autogenerated conversion function.
+func Convert_certificates_SignerList_To_v1alpha1_SignerList(in *certificates.SignerList, out *SignerList, s conversion.Scope) error {
+	return autoConvert_certificates_SignerList_To_v1alpha1_SignerList(in, out, s)
+}
+
+func autoConvert_v1alpha1_SignerPolicy_To_certificates_SignerPolicy(in *SignerPolicy, out *certificates.SignerPolicy, s conversion.Scope) error {
+	*out = *(*certificates.SignerPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SignerPolicy_To_certificates_SignerPolicy is an autogenerated conversion function.
+func Convert_v1alpha1_SignerPolicy_To_certificates_SignerPolicy(in *SignerPolicy, out *certificates.SignerPolicy, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SignerPolicy_To_certificates_SignerPolicy(in, out, s)
+}
+
+func autoConvert_certificates_SignerPolicy_To_v1alpha1_SignerPolicy(in *certificates.SignerPolicy, out *SignerPolicy, s conversion.Scope) error {
+	*out = *(*SignerPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SignerPolicy_To_v1alpha1_SignerPolicy is an autogenerated conversion function.
+func Convert_certificates_SignerPolicy_To_v1alpha1_SignerPolicy(in *certificates.SignerPolicy, out *SignerPolicy, s conversion.Scope) error {
+	return autoConvert_certificates_SignerPolicy_To_v1alpha1_SignerPolicy(in, out, s)
+}
+
+func autoConvert_v1alpha1_SignerSpec_To_certificates_SignerSpec(in *SignerSpec, out *certificates.SignerSpec, s conversion.Scope) error {
+	*out = *(*certificates.SignerSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SignerSpec_To_certificates_SignerSpec is an autogenerated conversion function.
+func Convert_v1alpha1_SignerSpec_To_certificates_SignerSpec(in *SignerSpec, out *certificates.SignerSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SignerSpec_To_certificates_SignerSpec(in, out, s)
+}
+
+func autoConvert_certificates_SignerSpec_To_v1alpha1_SignerSpec(in *certificates.SignerSpec, out *SignerSpec, s conversion.Scope) error {
+	*out = *(*SignerSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SignerSpec_To_v1alpha1_SignerSpec is an autogenerated conversion function.
+func Convert_certificates_SignerSpec_To_v1alpha1_SignerSpec(in *certificates.SignerSpec, out *SignerSpec, s conversion.Scope) error {
+	return autoConvert_certificates_SignerSpec_To_v1alpha1_SignerSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_SignerStatus_To_certificates_SignerStatus(in *SignerStatus, out *certificates.SignerStatus, s conversion.Scope) error {
+	*out = *(*certificates.SignerStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SignerStatus_To_certificates_SignerStatus is an autogenerated conversion function.
+func Convert_v1alpha1_SignerStatus_To_certificates_SignerStatus(in *SignerStatus, out *certificates.SignerStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SignerStatus_To_certificates_SignerStatus(in, out, s)
+}
+
+func autoConvert_certificates_SignerStatus_To_v1alpha1_SignerStatus(in *certificates.SignerStatus, out *SignerStatus, s conversion.Scope) error {
+	*out = *(*SignerStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SignerStatus_To_v1alpha1_SignerStatus is an autogenerated conversion function.
+func Convert_certificates_SignerStatus_To_v1alpha1_SignerStatus(in *certificates.SignerStatus, out *SignerStatus, s conversion.Scope) error {
+	return autoConvert_certificates_SignerStatus_To_v1alpha1_SignerStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_SubjectAltNamePolicy_To_certificates_SubjectAltNamePolicy(in *SubjectAltNamePolicy, out *certificates.SubjectAltNamePolicy, s conversion.Scope) error {
+	*out = *(*certificates.SubjectAltNamePolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SubjectAltNamePolicy_To_certificates_SubjectAltNamePolicy is an autogenerated conversion function.
+func Convert_v1alpha1_SubjectAltNamePolicy_To_certificates_SubjectAltNamePolicy(in *SubjectAltNamePolicy, out *certificates.SubjectAltNamePolicy, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SubjectAltNamePolicy_To_certificates_SubjectAltNamePolicy(in, out, s)
+}
+
+func autoConvert_certificates_SubjectAltNamePolicy_To_v1alpha1_SubjectAltNamePolicy(in *certificates.SubjectAltNamePolicy, out *SubjectAltNamePolicy, s conversion.Scope) error {
+	*out = *(*SubjectAltNamePolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SubjectAltNamePolicy_To_v1alpha1_SubjectAltNamePolicy is an autogenerated conversion function.
+func Convert_certificates_SubjectAltNamePolicy_To_v1alpha1_SubjectAltNamePolicy(in *certificates.SubjectAltNamePolicy, out *SubjectAltNamePolicy, s conversion.Scope) error {
+	return autoConvert_certificates_SubjectAltNamePolicy_To_v1alpha1_SubjectAltNamePolicy(in, out, s)
+}
+
+func autoConvert_v1alpha1_SubjectPolicy_To_certificates_SubjectPolicy(in *SubjectPolicy, out *certificates.SubjectPolicy, s conversion.Scope) error {
+	*out = *(*certificates.SubjectPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SubjectPolicy_To_certificates_SubjectPolicy is an autogenerated conversion function.
+func Convert_v1alpha1_SubjectPolicy_To_certificates_SubjectPolicy(in *SubjectPolicy, out *certificates.SubjectPolicy, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SubjectPolicy_To_certificates_SubjectPolicy(in, out, s)
+}
+
+func autoConvert_certificates_SubjectPolicy_To_v1alpha1_SubjectPolicy(in *certificates.SubjectPolicy, out *SubjectPolicy, s conversion.Scope) error {
+	*out = *(*SubjectPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_certificates_SubjectPolicy_To_v1alpha1_SubjectPolicy is an autogenerated conversion function.
+func Convert_certificates_SubjectPolicy_To_v1alpha1_SubjectPolicy(in *certificates.SubjectPolicy, out *SubjectPolicy, s conversion.Scope) error {
+	return autoConvert_certificates_SubjectPolicy_To_v1alpha1_SubjectPolicy(in, out, s)
 }

@@ -29,5 +29,18 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&Signer{}, func(obj interface{}) { SetObjectDefaults_Signer(obj.(*Signer)) })
+	scheme.AddTypeDefaultingFunc(&SignerList{}, func(obj interface{}) { SetObjectDefaults_SignerList(obj.(*SignerList)) })
 	return nil
+}
+
+func SetObjectDefaults_Signer(in *Signer) {
+	SetDefaults_SignerSpec(&in.Spec)
+}
+
+func SetObjectDefaults_SignerList(in *SignerList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_Signer(a)
+	}
 }

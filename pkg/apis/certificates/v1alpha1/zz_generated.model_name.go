@@ -22,6 +22,11 @@ limitations under the License.
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CertificateAuthorityReference) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.CertificateAuthorityReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in CertificateSigningRequest) OpenAPIModelName() string {
 	return "io.rekey.certificates.v1alpha1.CertificateSigningRequest"
 }
@@ -44,4 +49,44 @@ func (in CertificateSigningRequestSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in CertificateSigningRequestStatus) OpenAPIModelName() string {
 	return "io.rekey.certificates.v1alpha1.CertificateSigningRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Signer) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.Signer"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SignerApproval) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SignerApproval"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SignerList) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SignerList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SignerPolicy) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SignerPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SignerSpec) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SignerSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SignerStatus) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SignerStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SubjectAltNamePolicy) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SubjectAltNamePolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SubjectPolicy) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.SubjectPolicy"
 }

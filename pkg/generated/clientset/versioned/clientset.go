@@ -26,22 +26,30 @@ import (
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
 	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1"
 )
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	CertificatesV1alpha1() certificatesv1alpha1.CertificatesV1alpha1Interface
+	RotationV1alpha1() rotationv1alpha1.RotationV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	certificatesV1alpha1 *certificatesv1alpha1.CertificatesV1alpha1Client
+	rotationV1alpha1     *rotationv1alpha1.RotationV1alpha1Client
 }
 
 // CertificatesV1alpha1 retrieves the CertificatesV1alpha1Client
 func (c *Clientset) CertificatesV1alpha1() certificatesv1alpha1.CertificatesV1alpha1Interface {
 	return c.certificatesV1alpha1
+}
+
+// RotationV1alpha1 retrieves the RotationV1alpha1Client
+func (c *Clientset) RotationV1alpha1() rotationv1alpha1.RotationV1alpha1Interface {
+	return c.rotationV1alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.rotationV1alpha1, err = rotationv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.certificatesV1alpha1 = certificatesv1alpha1.New(c)
+	cs.rotationV1alpha1 = rotationv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

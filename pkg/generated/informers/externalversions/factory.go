@@ -32,6 +32,7 @@ import (
 	versioned "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certificates "rekey.io/rekey/pkg/generated/informers/externalversions/certificates"
 	internalinterfaces "rekey.io/rekey/pkg/generated/informers/externalversions/internalinterfaces"
+	rotation "rekey.io/rekey/pkg/generated/informers/externalversions/rotation"
 )
 
 // SharedInformerOption defines the functional option type for SharedInformerFactory.
@@ -326,8 +327,13 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Certificates() certificates.Interface
+	Rotation() rotation.Interface
 }
 
 func (f *sharedInformerFactory) Certificates() certificates.Interface {
 	return certificates.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Rotation() rotation.Interface {
+	return rotation.New(f, f.namespace, f.tweakListOptions)
 }

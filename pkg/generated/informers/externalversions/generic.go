@@ -24,6 +24,7 @@ import (
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
 // GenericInformer is type of SharedIndexInformer which will locate and delegate to other
@@ -55,6 +56,12 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=certificates.rekey.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().CertificateSigningRequests().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("signers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().Signers().Informer()}, nil
+
+		// Group=rotation.rekey.io, Version=v1alpha1
+	case rotationv1alpha1.SchemeGroupVersion.WithResource("certificateauthorities"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().CertificateAuthorities().Informer()}, nil
 
 	}
 

@@ -29,6 +29,8 @@ import (
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
 	fakecertificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1/fake"
+	rotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1"
+	fakerotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1/fake"
 )
 
 // NewSimpleClientset returns a clientset that will respond with the provided objects.
@@ -139,4 +141,9 @@ var (
 // CertificatesV1alpha1 retrieves the CertificatesV1alpha1Client
 func (c *Clientset) CertificatesV1alpha1() certificatesv1alpha1.CertificatesV1alpha1Interface {
 	return &fakecertificatesv1alpha1.FakeCertificatesV1alpha1{Fake: &c.Fake}
+}
+
+// RotationV1alpha1 retrieves the RotationV1alpha1Client
+func (c *Clientset) RotationV1alpha1() rotationv1alpha1.RotationV1alpha1Interface {
+	return &fakerotationv1alpha1.FakeRotationV1alpha1{Fake: &c.Fake}
 }

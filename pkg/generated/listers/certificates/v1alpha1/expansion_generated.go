@@ -21,3 +21,7 @@ package v1alpha1
 // CertificateSigningRequestListerExpansion allows custom methods to be added to
 // CertificateSigningRequestLister.
 type CertificateSigningRequestListerExpansion interface{}
+
+// SignerListerExpansion allows custom methods to be added to
+// SignerLister.
+type SignerListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// CertificateSigningRequests returns a CertificateSigningRequestInformer.
 	CertificateSigningRequests() TypedCertificateSigningRequestInformer
+	// Signers returns a SignerInformer.
+	Signers() TypedSignerInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // CertificateSigningRequests returns a TypedCertificateSigningRequestInformer.
 func (v *version) CertificateSigningRequests() TypedCertificateSigningRequestInformer {
 	return &certificateSigningRequestInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// Signers returns a TypedSignerInformer.
+func (v *version) Signers() TypedSignerInformer {
+	return &signerInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -29,6 +29,7 @@ import (
 type CertificatesV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	CertificateSigningRequestsGetter
+	SignersGetter
 }
 
 // CertificatesV1alpha1Client is used to interact with features provided by the certificates.rekey.io group.
@@ -38,6 +39,10 @@ type CertificatesV1alpha1Client struct {
 
 func (c *CertificatesV1alpha1Client) CertificateSigningRequests() CertificateSigningRequestInterface {
 	return newCertificateSigningRequests(c)
+}
+
+func (c *CertificatesV1alpha1Client) Signers() SignerInterface {
+	return newSigners(c)
 }
 
 // NewForConfig creates a new CertificatesV1alpha1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeCertificatesV1alpha1) CertificateSigningRequests() v1alpha1.Certifi
 	return newFakeCertificateSigningRequests(c)
 }
 
+func (c *FakeCertificatesV1alpha1) Signers() v1alpha1.SignerInterface {
+	return newFakeSigners(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeCertificatesV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,181 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Signer declares one signer: the name requests use in spec.signerName, the
+// CertificateAuthority it signs with, what it will put into a certificate,
+// and how its requests get approved. Requests that break the policy get a
+// Failed condition that names the rule, never a certificate.
+//
+// The object's name is the signer name with "/" replaced by ":" (for
+// example "rekey.io:kube-apiserver-client"), which keeps signer names unique.
+type Signer struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the signer.
+	Spec SignerSpec `json:"spec"`
+
+	// status is the observed state of the signer.
+	// +optional
+	Status SignerStatus `json:"status,omitempty"`
+}
+
+// SignerSpec declares a signer.
+type SignerSpec struct {
+	// signerName is the name requests use in spec.signerName, "<domain>/<path>".
+	// Immutable.
+	SignerName string `json:"signerName"`
+
+	// certificateAuthorityRef names the rotation.rekey.io CertificateAuthority
+	// whose key signs this signer's certificates. Immutable.
+	CertificateAuthorityRef CertificateAuthorityReference `json:"certificateAuthorityRef"`
+
+	// policy is what the signer will put into a certificate.
+	Policy SignerPolicy `json:"policy"`
+
+	// approval says how this signer's requests are approved.
+	// +optional
+	Approval SignerApproval `json:"approval,omitempty"`
+}
+
+// CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.
+type CertificateAuthorityReference struct {
+	// name of the CertificateAuthority.
+	Name string `json:"name"`
+}
+
+// SignerPolicy is what a signer will sign. The CA bit is never set.
+type SignerPolicy struct {
+	// allowedUsages are the usages a request may ask for; a request asking for
+	// any other usage fails. Empty means any known usage.
+	// +listType=atomic
+	// +optional
+	AllowedUsages []KeyUsage `json:"allowedUsages,omitempty"`
+
+	// requiredUsages must all be in a request's usages. Together with
+	// allowedUsages equal to the same set, this demands an exact set.
+	// +listType=atomic
+	// +optional
+	RequiredUsages []KeyUsage `json:"requiredUsages,omitempty"`
+
+	// defaultDuration is the lifetime of certificates whose request has no
+	// expirationSeconds. Defaults to maxDuration.
+	// +optional
+	DefaultDuration *metav1.Duration `json:"defaultDuration,omitempty"`
+
+	// maxDuration caps the lifetime: a certificate lives for the smaller of
+	// the requested duration and maxDuration, and never past the CA's own
+	// expiry. At least 10m.
+	MaxDuration metav1.Duration `json:"maxDuration"`
+
+	// subject restricts the subject of requests.
+	// +optional
+	Subject SubjectPolicy `json:"subject,omitempty"`
+
+	// subjectAltNames restricts subject alternative names.
+	// +optional
+	SubjectAltNames SubjectAltNamePolicy `json:"subjectAltNames,omitempty"`
+}
+
+// SubjectPolicy restricts the subject of requests.
+type SubjectPolicy struct {
+	// commonNamePrefix, when set, must start the subject common name, and the
+	// common name must be longer than it.
+	// +optional
+	CommonNamePrefix string `json:"commonNamePrefix,omitempty"`
+
+	// organizations, when set, must be exactly the subject organizations
+	// (in any order).
+	// +listType=atomic
+	// +optional
+	Organizations []string `json:"organizations,omitempty"`
+
+	// forbiddenOrganizations may not appear among the subject organizations.
+	// +listType=atomic
+	// +optional
+	ForbiddenOrganizations []string `json:"forbiddenOrganizations,omitempty"`
+}
+
+// SubjectAltNameType is a kind of subject alternative name: DNS, IP, Email or URI.
+// +enum
+type SubjectAltNameType string
+
+// Subject alternative name types.
+const (
+	SANTypeDNS   SubjectAltNameType = "DNS"
+	SANTypeIP    SubjectAltNameType = "IP"
+	SANTypeEmail SubjectAltNameType = "Email"
+	SANTypeURI   SubjectAltNameType = "URI"
+)
+
+// SubjectAltNamePolicy restricts subject alternative names. Extensions
+// other than subject alternative names in a request are ignored.
+type SubjectAltNamePolicy struct {
+	// allowed are the SAN types a request may carry; a request with any other
+	// type fails. Empty means none.
+	// +listType=atomic
+	// +optional
+	Allowed []SubjectAltNameType `json:"allowed,omitempty"`
+
+	// requireDNSOrIP demands at least one DNS or IP SAN.
+	// +optional
+	RequireDNSOrIP bool `json:"requireDNSOrIP,omitempty"`
+}
+
+// ApprovalMode says who approves a signer's requests: Manual (people or
+// external controllers through /approval), NodeClient (rekey approves node
+// client certificate requests the requester is authorized for by a
+// SubjectAccessReview), or Attestation (approval gated by TPM attestation).
+// +enum
+type ApprovalMode string
+
+// Approval modes.
+const (
+	ApprovalManual      ApprovalMode = "Manual"
+	ApprovalNodeClient  ApprovalMode = "NodeClient"
+	ApprovalAttestation ApprovalMode = "Attestation"
+)
+
+// SignerApproval says how requests get approved.
+type SignerApproval struct {
+	// mode is Manual (default), NodeClient or Attestation.
+	// +optional
+	Mode ApprovalMode `json:"mode,omitempty"`
+}
+
+// SignerStatus is the observed state of a signer.
+type SignerStatus struct {
+	// observedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is True when the CA key can be reached and the
+	// signer is signing; its reason says why not otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// SignerList is a list of Signers.
+type SignerList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// items are the signers.
+	Items []Signer `json:"items"`
+}
+
+// SignerReady is the condition type saying the signer can sign.
+const SignerReady = "Ready"

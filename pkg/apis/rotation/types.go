@@ -1,0 +1,114 @@
+package rotation
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateAuthority is a CA whose private key rekey holds in a key store.
+type CertificateAuthority struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   CertificateAuthoritySpec
+	Status CertificateAuthorityStatus
+}
+
+// KeyAlgorithm is the algorithm of a CA key.
+type KeyAlgorithm string
+
+// Supported key algorithms.
+const (
+	ECDSAP256 KeyAlgorithm = "ECDSA-P256"
+	ECDSAP384 KeyAlgorithm = "ECDSA-P384"
+	RSA2048   KeyAlgorithm = "RSA-2048"
+	RSA3072   KeyAlgorithm = "RSA-3072"
+	RSA4096   KeyAlgorithm = "RSA-4096"
+	Ed25519   KeyAlgorithm = "Ed25519"
+)
+
+// KeyStoreType is where a CA's private key lives.
+type KeyStoreType string
+
+// Key store types.
+const (
+	KeyStoreEtcd   KeyStoreType = "Etcd"
+	KeyStoreFile   KeyStoreType = "File"
+	KeyStorePKCS11 KeyStoreType = "PKCS11"
+)
+
+// CertificateAuthoritySpec declares a CA.
+type CertificateAuthoritySpec struct {
+	CommonName   string
+	KeyAlgorithm KeyAlgorithm
+	Validity     metav1.Duration
+	KeyStore     KeyStore
+}
+
+// KeyStore says where the private key lives.
+type KeyStore struct {
+	Type   KeyStoreType
+	File   *FileKeyStore
+	Pkcs11 *PKCS11KeyStore
+}
+
+// FileKeyStore adopts an existing CA from PEM files.
+type FileKeyStore struct {
+	CertFile string
+	KeyFile  string
+}
+
+// PKCS11KeyStore keeps the key in a PKCS#11 token.
+type PKCS11KeyStore struct {
+	ModulePath string
+	TokenLabel string
+	PINFile    string
+}
+
+// RotationPhase is the phase of a CA rotation.
+type RotationPhase string
+
+// Rotation phases (seed 000).
+const (
+	PhaseNone       RotationPhase = ""
+	PhasePreparing  RotationPhase = "Preparing"
+	PhasePrepared   RotationPhase = "Prepared"
+	PhaseCompleting RotationPhase = "Completing"
+	PhaseCompleted  RotationPhase = "Completed"
+)
+
+// CertificateAuthorityStatus is the observed state of a CA.
+type CertificateAuthorityStatus struct {
+	ObservedGeneration          int64
+	Phase                       RotationPhase
+	LastInitiationTime          *metav1.Time
+	LastInitiationFinishedTime  *metav1.Time
+	LastCompletionTriggeredTime *metav1.Time
+	LastCompletionTime          *metav1.Time
+	Current                     *CACertificate
+	Previous                    *CACertificate
+	TrustBundle                 string
+	Conditions                  []metav1.Condition
+}
+
+// CACertificate describes one CA certificate.
+type CACertificate struct {
+	Certificate  string
+	Fingerprint  string
+	SerialNumber string
+	NotBefore    metav1.Time
+	NotAfter     metav1.Time
+	KeyID        string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateAuthorityList is a list of CertificateAuthorities.
+type CertificateAuthorityList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []CertificateAuthority
+}
+
+// CertificateAuthorityReady is the condition type saying the CA can sign.
+const CertificateAuthorityReady = "Ready"

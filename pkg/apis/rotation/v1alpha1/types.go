@@ -1,0 +1,196 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateAuthority is a CA whose private key rekey keeps in a key store
+// and never puts into an API object. rekey creates the key and the
+// self-signed CA certificate (or adopts an existing CA from files) and
+// publishes the certificate, its fingerprint and validity, and the trust
+// bundle in status.
+type CertificateAuthority struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the CA. It is immutable: rotate to change the key.
+	Spec CertificateAuthoritySpec `json:"spec"`
+
+	// status is the observed state of the CA.
+	// +optional
+	Status CertificateAuthorityStatus `json:"status,omitempty"`
+}
+
+// KeyAlgorithm is the algorithm of a CA key: ECDSA-P256, ECDSA-P384,
+// RSA-2048, RSA-3072, RSA-4096 or Ed25519.
+// +enum
+type KeyAlgorithm string
+
+// Supported key algorithms.
+const (
+	ECDSAP256 KeyAlgorithm = "ECDSA-P256"
+	ECDSAP384 KeyAlgorithm = "ECDSA-P384"
+	RSA2048   KeyAlgorithm = "RSA-2048"
+	RSA3072   KeyAlgorithm = "RSA-3072"
+	RSA4096   KeyAlgorithm = "RSA-4096"
+	Ed25519   KeyAlgorithm = "Ed25519"
+)
+
+// KeyStoreType is where a CA's private key lives: Etcd (encrypted with the
+// server's key-encryption key, under a prefix the API never serves), File
+// (PEM files, to adopt an existing CA) or PKCS11 (a hardware or software token).
+// +enum
+type KeyStoreType string
+
+// Key store types.
+const (
+	KeyStoreEtcd   KeyStoreType = "Etcd"
+	KeyStoreFile   KeyStoreType = "File"
+	KeyStorePKCS11 KeyStoreType = "PKCS11"
+)
+
+// CertificateAuthoritySpec declares a CA.
+type CertificateAuthoritySpec struct {
+	// commonName is the subject common name of the CA certificate. Ignored
+	// by the File key store, which adopts the certificate it finds.
+	// +optional
+	CommonName string `json:"commonName,omitempty"`
+
+	// keyAlgorithm is the algorithm of the CA key. Defaults to ECDSA-P256.
+	// The PKCS11 key store does not support Ed25519.
+	// +optional
+	KeyAlgorithm KeyAlgorithm `json:"keyAlgorithm,omitempty"`
+
+	// validity is the lifetime of the CA certificate. Defaults to 87600h
+	// (10 years); at least 1h.
+	// +optional
+	Validity metav1.Duration `json:"validity,omitempty"`
+
+	// keyStore says where the private key lives.
+	// +optional
+	KeyStore KeyStore `json:"keyStore,omitempty"`
+}
+
+// KeyStore says where the private key lives.
+type KeyStore struct {
+	// type is Etcd (default), File or PKCS11.
+	// +optional
+	Type KeyStoreType `json:"type,omitempty"`
+
+	// file locates the PEM files of an existing CA. Required for type File.
+	// The files are read on the server's host and re-read when they change.
+	// +optional
+	File *FileKeyStore `json:"file,omitempty"`
+
+	// pkcs11 locates the token. Required for type PKCS11.
+	// +optional
+	Pkcs11 *PKCS11KeyStore `json:"pkcs11,omitempty"`
+}
+
+// FileKeyStore adopts an existing CA from PEM files.
+type FileKeyStore struct {
+	// certFile is the path of the PEM CA certificate.
+	CertFile string `json:"certFile"`
+	// keyFile is the path of the PEM private key (PKCS#1, PKCS#8 or SEC 1).
+	KeyFile string `json:"keyFile"`
+}
+
+// PKCS11KeyStore keeps the key in a PKCS#11 token.
+type PKCS11KeyStore struct {
+	// modulePath is the path of the PKCS#11 module, e.g. /usr/lib/softhsm/libsofthsm2.so.
+	ModulePath string `json:"modulePath"`
+	// tokenLabel selects the token.
+	TokenLabel string `json:"tokenLabel"`
+	// pinFile is the path of a file holding the user PIN (never the PIN itself).
+	PINFile string `json:"pinFile"`
+}
+
+// RotationPhase is the phase of a CA rotation: "", Preparing, Prepared,
+// Completing or Completed.
+// +enum
+type RotationPhase string
+
+// Rotation phases.
+const (
+	PhaseNone       RotationPhase = ""
+	PhasePreparing  RotationPhase = "Preparing"
+	PhasePrepared   RotationPhase = "Prepared"
+	PhaseCompleting RotationPhase = "Completing"
+	PhaseCompleted  RotationPhase = "Completed"
+)
+
+// CertificateAuthorityStatus is the observed state of a CA.
+type CertificateAuthorityStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase of the current or last rotation.
+	// +optional
+	Phase RotationPhase `json:"phase,omitempty"`
+
+	// lastInitiationTime is when the last rotation was started.
+	// +optional
+	LastInitiationTime *metav1.Time `json:"lastInitiationTime,omitempty"`
+	// lastInitiationFinishedTime is when the last rotation reached Prepared.
+	// +optional
+	LastInitiationFinishedTime *metav1.Time `json:"lastInitiationFinishedTime,omitempty"`
+	// lastCompletionTriggeredTime is when the last rotation was asked to complete.
+	// +optional
+	LastCompletionTriggeredTime *metav1.Time `json:"lastCompletionTriggeredTime,omitempty"`
+	// lastCompletionTime is when the last rotation reached Completed.
+	// +optional
+	LastCompletionTime *metav1.Time `json:"lastCompletionTime,omitempty"`
+
+	// current is the CA certificate that signs.
+	// +optional
+	Current *CACertificate `json:"current,omitempty"`
+	// previous is the CA certificate being rotated out, still trusted.
+	// +optional
+	Previous *CACertificate `json:"previous,omitempty"`
+
+	// trustBundle is the PEM of every CA certificate to trust now.
+	// +optional
+	TrustBundle string `json:"trustBundle,omitempty"`
+
+	// conditions: Ready is True when the key can be reached and the CA signs.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CACertificate describes one CA certificate.
+type CACertificate struct {
+	// certificate is the PEM CA certificate.
+	Certificate string `json:"certificate"`
+	// fingerprint is the SHA-256 of the certificate's DER, as "SHA256:" and hex.
+	Fingerprint string `json:"fingerprint"`
+	// serialNumber is the certificate's serial number in hex.
+	SerialNumber string `json:"serialNumber"`
+	// notBefore is the start of validity.
+	NotBefore metav1.Time `json:"notBefore"`
+	// notAfter is the end of validity.
+	NotAfter metav1.Time `json:"notAfter"`
+	// keyID names the private key inside the key store (not secret).
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CertificateAuthorityList is a list of CertificateAuthorities.
+type CertificateAuthorityList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// items are the certificate authorities.
+	Items []CertificateAuthority `json:"items"`
+}
+
+// CertificateAuthorityReady is the condition type saying the CA can sign.
+const CertificateAuthorityReady = "Ready"
