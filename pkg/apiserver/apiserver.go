@@ -16,7 +16,12 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates"
 	certinstall "rekey.io/rekey/pkg/apis/certificates/install"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/rotation"
+	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
+	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
+	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
 )
 
 var (
@@ -28,6 +33,7 @@ var (
 
 func init() {
 	certinstall.Install(Scheme)
+	rotationinstall.Install(Scheme)
 
 	// Options such as ListOptions and DeleteOptions are registered unversioned
 	// so that every group can use them.
@@ -94,13 +100,32 @@ func (c completedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating certificatesigningrequests storage: %w", err)
 	}
+	signers, signersStatus, err := signerstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("creating signers storage: %w", err)
+	}
 	group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificatesigningrequests":          csr.CertificateSigningRequest,
 		"certificatesigningrequests/status":   csr.Status,
 		"certificatesigningrequests/approval": csr.Approval,
+		"signers":                             signers,
+		"signers/status":                      signersStatus,
 	}
 	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", certificates.GroupName, err)
+	}
+
+	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("creating certificateauthorities storage: %w", err)
+	}
+	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"certificateauthorities":        cas,
+		"certificateauthorities/status": casStatus,
+	}
+	if err := s.GenericAPIServer.InstallAPIGroup(&rotationGroup); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", rotation.GroupName, err)
 	}
 	return s, nil
 }

@@ -13,8 +13,18 @@ import (
 // of the original request, or hand an attacker a way to bounce requests;
 // the generic server redirects in a few places (e.g. /debug/pprof, path
 // cleaning in net/http), so every 3xx is turned into a 404 without Location.
+//
+// The one 3xx that is not a redirect, 304 Not Modified, is avoided rather
+// than rewritten: conditional request headers are dropped, so discovery
+// answers 200 with the full document instead (a rewritten 304 would break
+// kubectl's discovery cache).
 func WithoutRedirects(handler http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("If-None-Match") != "" || req.Header.Get("If-Modified-Since") != "" {
+			req = req.Clone(req.Context())
+			req.Header.Del("If-None-Match")
+			req.Header.Del("If-Modified-Since")
+		}
 		d := &noRedirectWriter{ResponseWriter: w, path: req.URL.Path}
 		handler.ServeHTTP(responsewriter.WrapForHTTP1Or2(d), req)
 	})

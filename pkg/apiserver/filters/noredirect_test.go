@@ -56,3 +56,21 @@ func TestWithoutRedirectsKeepsFlusher(t *testing.T) {
 type http2Writer struct{ *httptest.ResponseRecorder }
 
 func (http2Writer) CloseNotify() <-chan bool { return make(chan bool) } //nolint:staticcheck // the interface the server uses
+
+func TestWithoutRedirectsNeverAnswersNotModified(t *testing.T) {
+	h := WithoutRedirects(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") == `"etag"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", `"etag"`)
+		_, _ = w.Write([]byte("discovery"))
+	}))
+	req := httptest.NewRequest("GET", "/apis", nil)
+	req.Header.Set("If-None-Match", `"etag"`)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Body.String() != "discovery" {
+		t.Fatalf("got %d %q, want 200 with the document", rec.Code, rec.Body.String())
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/admission"
@@ -29,6 +28,7 @@ import (
 
 	rekeyadmission "rekey.io/rekey/pkg/admission"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/apiserver/filters"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
@@ -64,14 +64,15 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	o := &Options{
 		RecommendedOptions: genericoptions.NewRecommendedOptions(
 			defaultEtcdPathPrefix,
-			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion),
+			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion),
 		),
 		DataDir: DefaultDataDir,
 		Stdout:  stdout,
 		Stderr:  stderr,
 	}
-	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
-		certv1alpha1.SchemeGroupVersion, schema.GroupKind{Group: certv1alpha1.GroupName})
+	// Each group is stored in its own version.
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{
+		certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion}
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
 	// Profiling handlers are off unless asked for (--profiling).
 	o.RecommendedOptions.Features.EnableProfiling = false

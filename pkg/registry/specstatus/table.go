@@ -1,0 +1,60 @@
+package specstatus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// Table prints objects of type T with the given columns; Row returns the
+// cells after NAME.
+type Table[T Object] struct {
+	Columns []metav1.TableColumnDefinition
+	Row     func(T) []interface{}
+	// Items extracts the items of a list object.
+	Items func(runtime.Object) ([]T, bool)
+}
+
+// ConvertToTable implements rest.TableConvertor.
+func (t Table[T]) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	table := &metav1.Table{ColumnDefinitions: append([]metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "Name of the object."},
+	}, t.Columns...)}
+	if m, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion, table.Continue, table.RemainingItemCount = m.GetResourceVersion(), m.GetContinue(), m.GetRemainingItemCount()
+	}
+	var items []T
+	if one, ok := obj.(T); ok {
+		items = []T{one}
+	} else if list, ok := t.Items(obj); ok {
+		items = list
+	} else {
+		return nil, fmt.Errorf("cannot print %T as a table", obj)
+	}
+	for _, item := range items {
+		cells := append([]interface{}{item.GetName()}, t.Row(item)...)
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: item}})
+	}
+	return table, nil
+}
+
+// Age formats a creation time as kubectl does.
+func Age(t metav1.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// ConditionStatus returns the status of a condition type, or "Unknown".
+func ConditionStatus(conditions []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(conditions, t); c != nil {
+		return string(c.Status)
+	}
+	return "Unknown"
+}
