@@ -32,7 +32,7 @@ func run(m *testing.M) int {
 		// Profiling on: /debug/pprof redirects in the generic server, so
 		// TestRekeyNeverRedirects exercises the no-redirect filter.
 		RekeyArgs: []string{"--profiling"},
-		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
+		Logf:      func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)

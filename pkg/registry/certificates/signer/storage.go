@@ -28,7 +28,6 @@ var kind = specstatus.Kind[*certificates.Signer]{
 	ValidateStatusUpdate: validation.ValidateSignerStatusUpdate,
 }
 
-
 var table = specstatus.Table[*certificates.Signer]{
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "SignerName", Type: "string", Description: "The name requests use."},
