@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"time"
+
 	"k8s.io/apiserver/pkg/admission"
 	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
@@ -31,7 +33,10 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/apiserver/filters"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/controller/manager"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
+	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/standalone"
 )
 
@@ -55,6 +60,19 @@ type Options struct {
 	// AlternateDNS are extra names for the generated serving certificate.
 	AlternateDNS []string
 
+	// KEKFile holds the key-encryption key of CA keys stored in etcd.
+	KEKFile string
+	// PrivatePrefix is the etcd prefix of data the API never serves: CA
+	// keys, issuance records, the leader election.
+	PrivatePrefix string
+	// LeaderElect runs the controllers on one replica at a time.
+	LeaderElect   bool
+	LeaseDuration time.Duration
+	// SignerWorkers is the number of concurrent signing workers.
+	SignerWorkers int
+	// CleanerInterval is how often finished requests are deleted.
+	CleanerInterval time.Duration
+
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -66,9 +84,14 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 			defaultEtcdPathPrefix,
 			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion),
 		),
-		DataDir: DefaultDataDir,
-		Stdout:  stdout,
-		Stderr:  stderr,
+		DataDir:         DefaultDataDir,
+		PrivatePrefix:   "/rekey.io-private",
+		LeaderElect:     true,
+		LeaseDuration:   15 * time.Second,
+		SignerWorkers:   8,
+		CleanerInterval: time.Minute,
+		Stdout:          stdout,
+		Stderr:          stderr,
 	}
 	// Each group is stored in its own version.
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{
@@ -91,6 +114,16 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"other authenticated users may request certificates).")
 	rekey.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd, PKI and admin kubeconfig in --standalone mode.")
 	rekey.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS, "Extra DNS names for the generated serving certificate.")
+
+	ctrl := fss.FlagSet("controllers")
+	ctrl.StringVar(&o.KEKFile, "ca-key-encryption-key-file", o.KEKFile,
+		"File with the 32-byte key-encryption key (raw, base64 or hex) that encrypts CA keys stored in etcd. "+
+			"Required unless --standalone, which generates <data-dir>/pki/ca-kek.key on first start. Starting with a different key than before fails.")
+	ctrl.StringVar(&o.PrivatePrefix, "etcd-private-prefix", o.PrivatePrefix, "etcd prefix for CA keys, issuance records and the leader election; no API resource maps to it.")
+	ctrl.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica elected through etcd.")
+	ctrl.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a dead leader holds the lease before another replica takes over.")
+	ctrl.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
+	ctrl.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
 
 	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
 	return fss
@@ -121,6 +154,13 @@ func (o *Options) Complete() error {
 	hosts := append([]string{"localhost"}, o.AlternateDNS...)
 	if err := pki.Ensure(hosts, []net.IP{netutils.ParseIPSloppy("127.0.0.1"), net.IPv6loopback}); err != nil {
 		return fmt.Errorf("preparing standalone PKI in %s: %w", pki.Dir, err)
+	}
+
+	if o.KEKFile == "" {
+		o.KEKFile = pki.Path(KEKFileName)
+		if err := ensureKEK(o.KEKFile); err != nil {
+			return err
+		}
 	}
 
 	ro := o.RecommendedOptions
@@ -167,6 +207,15 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	if !o.Standalone && len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
 		errs = append(errs, errors.New("--etcd-servers is required unless --standalone is set"))
+	}
+	if o.KEKFile == "" {
+		errs = append(errs, errors.New("--ca-key-encryption-key-file is required unless --standalone is set: the built-in CAs keep their keys in etcd encrypted with it"))
+	}
+	if o.SignerWorkers < 1 {
+		errs = append(errs, errors.New("--signer-workers must be at least 1"))
+	}
+	if o.LeaseDuration < time.Second {
+		errs = append(errs, errors.New("--leader-elect-lease-duration must be at least 1s"))
 	}
 	return utilerrors.NewAggregate(errs)
 }
@@ -240,6 +289,23 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		defer etcd.Close()
 	}
+	// The key-encryption key is checked before anything is served: a wrong
+	// key fails start-up and changes nothing.
+	etcdClient, err := o.newEtcdClient()
+	if err != nil {
+		return err
+	}
+	defer etcdClient.Close()
+	kek, err := signing.LoadKEK(o.KEKFile)
+	if err != nil {
+		return err
+	}
+	etcdKeys, err := signing.NewEtcdKeyStore(ctx, etcdClient, o.PrivatePrefix, kek)
+	clear(kek)
+	if err != nil {
+		return err
+	}
+
 	config, err := o.Config()
 	if err != nil {
 		return err
@@ -248,6 +314,21 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	server.GenericAPIServer.AddPostStartHookOrDie("rekey-controllers", func(hook genericapiserver.PostStartHookContext) error {
+		go manager.Run(ctx, manager.Config{
+			RESTConfig:      server.GenericAPIServer.LoopbackClientConfig,
+			Authorizer:      config.GenericConfig.Authorization.Authorizer,
+			KeyStores:       &certificateauthority.KeyStores{Etcd: etcdKeys},
+			Etcd:            etcdClient,
+			PrivatePrefix:   o.PrivatePrefix,
+			LeaderElect:     o.LeaderElect,
+			LeaseDuration:   o.LeaseDuration,
+			Identity:        identity(),
+			SignerWorkers:   o.SignerWorkers,
+			CleanerInterval: o.CleanerInterval,
+		})
+		return nil
+	})
 	if o.Standalone {
 		server.GenericAPIServer.AddPostStartHookOrDie("rekey-admin-kubeconfig", func(genericapiserver.PostStartHookContext) error {
 			return o.writeAdminKubeconfig()

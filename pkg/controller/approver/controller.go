@@ -1,0 +1,191 @@
+// Package approver approves node client certificate requests for signers in
+// NodeClient mode when a SubjectAccessReview says the requester may have
+// them. Nothing else is ever auto-approved.
+package approver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/controller/csrutil"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+)
+
+// ReasonAutoApproved is the reason of the Approved condition this controller adds.
+const ReasonAutoApproved = "AutoApproved"
+
+// Subresources checked by the SubjectAccessReview (verb create, group
+// certificates.rekey.io, resource certificatesigningrequests).
+const (
+	SubresourceSelfNodeClient = "selfnodeclient"
+	SubresourceNodeClient     = "nodeclient"
+)
+
+// Controller approves node client requests.
+type Controller struct {
+	client  clientset.Interface
+	csrs    certlisters.CertificateSigningRequestLister
+	signers certlisters.SignerLister
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	authz   authorizer.Authorizer
+	clock   clock.PassiveClock
+}
+
+// NewController wires the controller. authz answers SubjectAccessReviews:
+// in aggregated mode it is the delegating authorizer, which asks the host
+// cluster.
+func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer, clk clock.PassiveClock) *Controller {
+	c := &Controller{
+		client:  client,
+		csrs:    csrInformer.Lister(),
+		signers: signerInformer.Lister(),
+		synced:  []cache.InformerSynced{csrInformer.Informer().HasSynced, signerInformer.Informer().HasSynced},
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "approver"}),
+		authz:   authz,
+		clock:   clk,
+	}
+	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	})
+	return c
+}
+
+func (c *Controller) enqueue(obj any) {
+	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok && csrutil.IsPending(csr) {
+		c.queue.Add(csr.Name)
+	}
+}
+
+// Run approves until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		name, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := c.sync(ctx, name); err != nil {
+			klog.FromContext(ctx).Error(err, "Approver", "csr", name)
+			c.queue.AddRateLimited(name)
+		} else {
+			c.queue.Forget(name)
+		}
+		c.queue.Done(name)
+	}
+}
+
+func (c *Controller) sync(ctx context.Context, name string) error {
+	csr, err := c.csrs.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || !csrutil.IsPending(csr) {
+		return err
+	}
+	signer, err := c.signers.Get(validation.SignerObjectName(csr.Spec.SignerName))
+	if err != nil || signer.Spec.Approval.Mode != certv1alpha1.ApprovalNodeClient {
+		return nil
+	}
+	subresource, ok := NodeClientSubresource(csr)
+	if !ok {
+		// Not shaped like a node client request: a person decides.
+		return nil
+	}
+	decision, reason, err := c.authz.Authorize(ctx, authorizer.AttributesRecord{
+		User:            requester(csr),
+		Verb:            "create",
+		APIGroup:        certv1alpha1.GroupName,
+		APIVersion:      "*",
+		Resource:        "certificatesigningrequests",
+		Subresource:     subresource,
+		ResourceRequest: true,
+	})
+	if err != nil {
+		return fmt.Errorf("SubjectAccessReview for %s: %w", name, err)
+	}
+	if decision != authorizer.DecisionAllow {
+		klog.FromContext(ctx).V(2).Info("Not auto-approving: requester lacks permission", "csr", name, "requester", csr.Spec.Username, "subresource", subresource, "reason", reason)
+		return nil
+	}
+	updated := csr.DeepCopy()
+	now := metav1.NewTime(c.clock.Now())
+	updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: ReasonAutoApproved,
+		Message: fmt.Sprintf("Auto approving node client certificate after SubjectAccessReview (create certificatesigningrequests/%s).", subresource),
+		LastUpdateTime: now, LastTransitionTime: now,
+	})
+	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, updated, metav1.UpdateOptions{FieldManager: "rekey-approver"})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func requester(csr *certv1alpha1.CertificateSigningRequest) user.Info {
+	extra := make(map[string][]string, len(csr.Spec.Extra))
+	for k, v := range csr.Spec.Extra {
+		extra[k] = v
+	}
+	return &user.DefaultInfo{Name: csr.Spec.Username, UID: csr.Spec.UID, Groups: csr.Spec.Groups, Extra: extra}
+}
+
+var nodeClientUsages = []string{string(certv1alpha1.UsageClientAuth), string(certv1alpha1.UsageDigitalSignature), string(certv1alpha1.UsageKeyEncipherment)}
+
+// NodeClientSubresource says whether a request is shaped like a node client
+// certificate request (organization exactly system:nodes, CN
+// system:node:<name>, no SANs, the node client usages) and which permission
+// to check: selfnodeclient when the CN names the requester, else nodeclient.
+func NodeClientSubresource(csr *certv1alpha1.CertificateSigningRequest) (string, bool) {
+	req, err := validation.ParseCSR(csr.Spec.Request)
+	if err != nil {
+		return "", false
+	}
+	if !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) || !strings.HasPrefix(req.Subject.CommonName, "system:node:") ||
+		len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
+		return "", false
+	}
+	usages := make([]string, len(csr.Spec.Usages))
+	for i, u := range csr.Spec.Usages {
+		usages[i] = string(u)
+	}
+	sort.Strings(usages)
+	if !slices.Equal(usages, nodeClientUsages) {
+		return "", false
+	}
+	if req.Subject.CommonName == csr.Spec.Username {
+		return SubresourceSelfNodeClient, true
+	}
+	return SubresourceNodeClient, true
+}

@@ -1,0 +1,226 @@
+package certificateauthority
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/signing"
+)
+
+// fileRecheck is how often File CAs are re-read to publish a replaced CA.
+const fileRecheck = 10 * time.Second
+
+// Controller creates each CA's key and certificate and keeps its status.
+type Controller struct {
+	client      clientset.Interface
+	lister      rotationlisters.CertificateAuthorityLister
+	synced      cache.InformerSynced
+	queue       workqueue.TypedRateLimitingInterface[string]
+	authorities *Authorities
+	clock       clock.PassiveClock
+	// OnChange is called with a CA's name after its status changed.
+	OnChange func(name string)
+}
+
+// NewController wires the controller to an informer.
+func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, clk clock.PassiveClock) *Controller {
+	c := &Controller{
+		client:      client,
+		lister:      informer.Lister(),
+		synced:      informer.Informer().HasSynced,
+		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "certificateauthority"}),
+		authorities: authorities,
+		clock:       clk,
+	}
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	})
+	return c
+}
+
+func (c *Controller) enqueue(obj any) {
+	if ca, ok := obj.(*rotationv1alpha1.CertificateAuthority); ok {
+		c.queue.Add(ca.Name)
+	}
+}
+
+// Run processes CAs until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		name, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		requeueAfter, err := c.sync(ctx, name)
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).Error(err, "Syncing CertificateAuthority", "name", name)
+			c.queue.AddRateLimited(name)
+		case requeueAfter > 0:
+			c.queue.Forget(name)
+			c.queue.AddAfter(name, requeueAfter)
+		default:
+			c.queue.Forget(name)
+		}
+		c.queue.Done(name)
+	}
+}
+
+// KeyIDFor is the key ID of a CA's first key. It is derived from the
+// object's name and UID so that a restart after a crash finds the key made
+// before the crash instead of making a second one, and so that a deleted
+// and re-created CA of the same name gets a new key.
+func KeyIDFor(ca *rotationv1alpha1.CertificateAuthority, generation int) string {
+	uid := string(ca.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return fmt.Sprintf("%s-%s-%d", ca.Name, uid, generation)
+}
+
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	ca, err := c.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	status := ca.Status.DeepCopy()
+	recheck := time.Duration(0)
+	switch ca.Spec.KeyStore.Type {
+	case rotationv1alpha1.KeyStoreFile:
+		recheck = fileRecheck
+		auth, err := c.authorities.Get(ctx, name)
+		if err != nil {
+			c.notReady(status, "KeyStoreUnavailable", err.Error())
+			break
+		}
+		if status.Current == nil || status.Current.Fingerprint != signing.Fingerprint(auth.Cert) {
+			status.Current = describe(auth)
+			status.TrustBundle = status.Current.Certificate
+		}
+		c.ready(status)
+	default:
+		if status.Current == nil {
+			cur, err := c.create(ctx, ca)
+			if err != nil {
+				c.notReady(status, "KeyStoreUnavailable", err.Error())
+				recheck = 10 * time.Second
+				break
+			}
+			status.Current = cur
+			status.TrustBundle = cur.Certificate
+		}
+		if err := c.reachable(ctx, ca, status.Current.KeyID); err != nil {
+			c.notReady(status, "KeyStoreUnavailable", err.Error())
+			recheck = 10 * time.Second
+			break
+		}
+		c.ready(status)
+	}
+	status.ObservedGeneration = ca.Generation
+	if equality.Semantic.DeepEqual(status, &ca.Status) {
+		return recheck, nil
+	}
+	updated := ca.DeepCopy()
+	updated.Status = *status
+	if _, err := c.client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-ca-controller"}); err != nil {
+		return 0, fmt.Errorf("updating status: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated CertificateAuthority status", "name", name)
+	if c.OnChange != nil {
+		c.OnChange(name)
+	}
+	return recheck, nil
+}
+
+// reachable checks that the key store still holds the key.
+func (c *Controller) reachable(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, keyID string) error {
+	store, err := c.authorities.Stores.For(ca.Spec.KeyStore)
+	if err != nil {
+		return err
+	}
+	_, err = store.Get(ctx, keyID)
+	return err
+}
+
+// create makes (or, after a crash, finds) the key and self-signs the CA
+// certificate. Only the certificate and the key ID reach the API object.
+func (c *Controller) create(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) (*rotationv1alpha1.CACertificate, error) {
+	store, err := c.authorities.Stores.For(ca.Spec.KeyStore)
+	if err != nil {
+		return nil, err
+	}
+	keyID := KeyIDFor(ca, 1)
+	key, created, err := store.GetOrCreate(ctx, keyID, signing.Algorithm(ca.Spec.KeyAlgorithm))
+	if err != nil {
+		return nil, err
+	}
+	cert, err := signing.NewSelfSignedCA(ca.Spec.CommonName, key, ca.Spec.Validity.Duration, c.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("CA certificate created", "name", ca.Name, "keyID", keyID, "newKey", created, "fingerprint", signing.Fingerprint(cert))
+	return describe(&Authority{KeyID: keyID, Cert: cert}), nil
+}
+
+func describe(a *Authority) *rotationv1alpha1.CACertificate {
+	return &rotationv1alpha1.CACertificate{
+		Certificate:  string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Cert.Raw})),
+		Fingerprint:  signing.Fingerprint(a.Cert),
+		SerialNumber: fmt.Sprintf("%x", a.Cert.SerialNumber),
+		NotBefore:    metav1.NewTime(a.Cert.NotBefore),
+		NotAfter:     metav1.NewTime(a.Cert.NotAfter),
+		KeyID:        a.KeyID,
+	}
+}
+
+func (c *Controller) ready(status *rotationv1alpha1.CertificateAuthorityStatus) {
+	setCondition(status, metav1.ConditionTrue, "KeyAvailable", "the CA key can be reached and the CA signs", c.clock.Now())
+}
+
+func (c *Controller) notReady(status *rotationv1alpha1.CertificateAuthorityStatus, reason, message string) {
+	setCondition(status, metav1.ConditionFalse, reason, message, c.clock.Now())
+}
+
+func setCondition(status *rotationv1alpha1.CertificateAuthorityStatus, s metav1.ConditionStatus, reason, message string, now time.Time) {
+	if cur := apimeta.FindStatusCondition(status.Conditions, rotationv1alpha1.CertificateAuthorityReady); cur != nil &&
+		cur.Status == s && cur.Reason == reason && cur.Message == message {
+		return
+	}
+	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: rotationv1alpha1.CertificateAuthorityReady, Status: s, Reason: reason, Message: message,
+		LastTransitionTime: metav1.NewTime(now),
+	})
+}

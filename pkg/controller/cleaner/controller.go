@@ -1,0 +1,93 @@
+// Package cleaner deletes requests that are finished or abandoned: pending
+// ones after 24h, approved, denied or failed ones an hour after the
+// condition, and any whose certificate has expired.
+package cleaner
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/controller/csrutil"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+)
+
+// Retention periods, as kube-controller-manager's csrcleaner uses them.
+const (
+	PendingExpiration  = 24 * time.Hour
+	FinishedExpiration = time.Hour
+)
+
+// Controller deletes expired requests.
+type Controller struct {
+	client   clientset.Interface
+	lister   certlisters.CertificateSigningRequestLister
+	clock    clock.PassiveClock
+	interval time.Duration
+}
+
+// NewController returns a cleaner that looks every interval.
+func NewController(client clientset.Interface, lister certlisters.CertificateSigningRequestLister, clk clock.PassiveClock, interval time.Duration) *Controller {
+	return &Controller{client: client, lister: lister, clock: clk, interval: interval}
+}
+
+// Run cleans until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	wait.UntilWithContext(ctx, c.CleanOnce, c.interval)
+}
+
+// CleanOnce deletes every request that is due.
+func (c *Controller) CleanOnce(ctx context.Context) {
+	csrs, err := c.lister.List(labels.Everything())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing requests to clean")
+		return
+	}
+	now := c.clock.Now()
+	for _, csr := range csrs {
+		why, due := Due(csr, now)
+		if !due {
+			continue
+		}
+		uid := csr.UID
+		err := c.client.CertificatesV1alpha1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Deleting request", "csr", csr.Name)
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted request", "csr", csr.Name, "why", why)
+	}
+}
+
+// Due says whether a request should be deleted now, and why.
+func Due(csr *certv1alpha1.CertificateSigningRequest, now time.Time) (string, bool) {
+	if len(csr.Status.Certificate) > 0 {
+		if certs, err := validation.ParseCertificateChain(csr.Status.Certificate); err == nil && now.After(certs[0].NotAfter) {
+			return "certificate expired", true
+		}
+	}
+	for _, t := range []certv1alpha1.RequestConditionType{certv1alpha1.CertificateApproved, certv1alpha1.CertificateDenied, certv1alpha1.CertificateFailed} {
+		if cond := csrutil.Condition(csr, t); cond != nil {
+			at := cond.LastUpdateTime.Time
+			if at.IsZero() {
+				at = csr.CreationTimestamp.Time
+			}
+			if now.Sub(at) > FinishedExpiration {
+				return string(t) + " more than an hour ago", true
+			}
+		}
+	}
+	if csrutil.IsPending(csr) && now.Sub(csr.CreationTimestamp.Time) > PendingExpiration {
+		return "pending for more than 24h", true
+	}
+	return "", false
+}
