@@ -95,6 +95,13 @@ type Standalone struct {
 // until it is ready. The server is stopped when the test ends.
 func StartStandalone(t testing.TB, dataDir string, extraArgs ...string) *Standalone {
 	t.Helper()
+	return StartStandaloneWithEnv(t, dataDir, nil, extraArgs...)
+}
+
+// StartStandaloneWithEnv is StartStandalone with extra environment
+// variables for the server process (e.g. SOFTHSM2_CONF).
+func StartStandaloneWithEnv(t testing.TB, dataDir string, env []string, extraArgs ...string) *Standalone {
+	t.Helper()
 	s := &Standalone{DataDir: dataDir, Port: FreePort(t)}
 	logFile, err := os.CreateTemp("", "rekey-apiserver-*.log")
 	if err != nil {
@@ -104,6 +111,7 @@ func StartStandalone(t testing.TB, dataDir string, extraArgs ...string) *Standal
 	args := append([]string{"--standalone", "--data-dir", dataDir, "--secure-port", strconv.Itoa(s.Port)}, extraArgs...)
 	s.cmd = exec.Command(Binary(t, "rekey-apiserver"), args...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.Env = append(os.Environ(), env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting rekey-apiserver: %v", err)
 	}
@@ -166,6 +174,25 @@ func (s *Standalone) restConfigIfWritten() (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
 	return cfg, nil
+}
+
+// Kill ends the server at once, as a crash would.
+func (s *Standalone) Kill() {
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return
+	default:
+	}
+	_ = s.cmd.Process.Kill()
+	err := <-s.done
+	s.done <- err
+}
+
+// Log returns the server's log so far.
+func (s *Standalone) Log() string {
+	data, _ := os.ReadFile(s.log.Name())
+	return string(data)
 }
 
 // Stop sends SIGTERM and waits for the process to exit.

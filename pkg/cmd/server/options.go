@@ -73,6 +73,8 @@ type Options struct {
 	// CleanerInterval is how often finished requests are deleted.
 	CleanerInterval time.Duration
 
+	embedEtcd bool
+
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -164,7 +166,10 @@ func (o *Options) Complete() error {
 	}
 
 	ro := o.RecommendedOptions
-	if len(ro.Etcd.StorageConfig.Transport.ServerList) == 0 {
+	// With --etcd-servers, standalone mode uses that etcd (replicas share
+	// it); without, it runs one inside the process.
+	o.embedEtcd = len(ro.Etcd.StorageConfig.Transport.ServerList) == 0
+	if o.embedEtcd {
 		url, err := standalone.FreeLoopbackURL()
 		if err != nil {
 			return err
@@ -282,7 +287,7 @@ func (emptyConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 // Run starts the embedded etcd (standalone), builds the server and serves
 // until ctx is done.
 func (o *Options) Run(ctx context.Context) error {
-	if o.Standalone {
+	if o.embedEtcd {
 		etcd, err := standalone.StartEtcd(ctx, o.DataDir, o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList[0])
 		if err != nil {
 			return err

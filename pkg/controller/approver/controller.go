@@ -143,7 +143,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	now := metav1.NewTime(c.clock.Now())
 	updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
 		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: ReasonAutoApproved,
-		Message: fmt.Sprintf("Auto approving node client certificate after SubjectAccessReview (create certificatesigningrequests/%s).", subresource),
+		Message:        fmt.Sprintf("Auto approving node client certificate after SubjectAccessReview (create certificatesigningrequests/%s).", subresource),
 		LastUpdateTime: now, LastTransitionTime: now,
 	})
 	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, updated, metav1.UpdateOptions{FieldManager: "rekey-approver"})
