@@ -62,8 +62,8 @@ func OpenPKCS11(cfg PKCS11Config) (*PKCS11KeyStore, error) {
 func (s *PKCS11KeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algorithm) (crypto.Signer, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if signer, err := s.find(keyID); err == nil {
-		return signer, false, nil
+	if found, err := s.find(keyID); err == nil {
+		return found, false, nil
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, false, err
 	}
@@ -96,26 +96,34 @@ func (s *PKCS11KeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algo
 func (s *PKCS11KeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.find(keyID)
+	signer, err := s.find(keyID)
+	if err != nil {
+		return nil, err
+	}
+	return signer, nil
 }
 
-func (s *PKCS11KeyStore) find(keyID string) (crypto.Signer, error) {
-	signer, err := s.ctx.FindKeyPair([]byte(keyID), []byte(keyID))
+func (s *PKCS11KeyStore) find(keyID string) (crypto11.Signer, error) {
+	// FindKeyPairs, unlike FindKeyPair, tells "none" apart from a failure.
+	signers, err := s.ctx.FindKeyPairs([]byte(keyID), []byte(keyID))
 	if err != nil {
 		return nil, fmt.Errorf("looking up key %s in the token: %w", keyID, err)
 	}
-	if signer == nil {
+	if len(signers) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, keyID)
 	}
-	return signer, nil
+	return signers[0], nil
 }
 
 // Delete implements KeyStore.
 func (s *PKCS11KeyStore) Delete(ctx context.Context, keyID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	signer, err := s.ctx.FindKeyPair([]byte(keyID), []byte(keyID))
-	if err != nil || signer == nil {
+	signer, err := s.find(keyID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	return signer.Delete()
