@@ -35,11 +35,12 @@ const (
 	// RekeyServiceAccountUser is the identity rekey-apiserver uses against
 	// the kube-apiserver: the ServiceAccount the artifacts bind roles to.
 	RekeyServiceAccountUser = "system:serviceaccount:rekey-system:rekey-apiserver"
-	// APIServiceName is the APIService of certificates.rekey.io.
-	APIServiceName = "v1alpha1.certificates.rekey.io"
 
 	certValidity = 24 * time.Hour
 )
+
+// APIServiceNames are rekey's APIServices.
+var APIServiceNames = []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io"}
 
 // Process is a child process with its log file.
 type Process struct {
@@ -264,6 +265,7 @@ func (c *Cluster) StartRekey() error {
 		"--authentication-kubeconfig=" + c.RekeyKubeconfig,
 		"--authorization-kubeconfig=" + c.RekeyKubeconfig,
 		"--kubeconfig=" + c.RekeyKubeconfig,
+		"--ca-key-encryption-key-file=" + p("ca-kek.key"),
 	}, c.rekeyArgs...)
 	var err error
 	c.Rekey, err = Start(c.Dir, "rekey-apiserver", c.rekeyBinary, args...)
@@ -274,13 +276,15 @@ func (c *Cluster) StartRekey() error {
 		if c.Rekey.Exited() {
 			return fmt.Errorf("rekey-apiserver exited:\n%s", c.Rekey.LogTail(4000))
 		}
-		out, err := c.kubectl(nil, "get", "apiservice", APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(out) != "True" {
-			msg, _ := c.kubectl(nil, "get", "apiservice", APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].message}`)
-			return fmt.Errorf("APIService not Available yet: %s", msg)
+		for _, name := range APIServiceNames {
+			out, err := c.kubectl(nil, "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(out) != "True" {
+				msg, _ := c.kubectl(nil, "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].message}`)
+				return fmt.Errorf("APIService %s not Available yet: %s", name, msg)
+			}
 		}
 		return nil
 	})
@@ -343,8 +347,8 @@ spec:
 	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify: true")) {
 		return fmt.Errorf("artifacts/deploy/40-apiservice.yaml must not skip TLS verification")
 	}
-	rendered := strings.Replace(string(apiservice), "caBundle: CA_BUNDLE", "caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM()), 1)
-	rendered = strings.Replace(rendered, "    port: 443", fmt.Sprintf("    port: %d", c.RekeyPort), 1)
+	rendered := strings.ReplaceAll(string(apiservice), "caBundle: CA_BUNDLE", "caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM()))
+	rendered = strings.ReplaceAll(rendered, "    port: 443", fmt.Sprintf("    port: %d", c.RekeyPort))
 	_, err = c.kubectl([]byte(rendered), "apply", "-f", "-")
 	return err
 }
@@ -401,6 +405,13 @@ func (c *Cluster) makePKI() error {
 		if err := kp.Write(p(name+".crt"), p(name+".key")); err != nil {
 			return err
 		}
+	}
+	kek := make([]byte, 32)
+	if _, err := rand.Read(kek); err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(p("ca-kek.key"), kek, 0o600); err != nil {
+		return err
 	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

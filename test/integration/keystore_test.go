@@ -187,4 +187,3 @@ func TestEtcdKeyStoreHoldsCiphertextOnlyAndRefusesAWrongKEK(t *testing.T) {
 	createAndApprove(t, again.Client, requestFor(t, "after-restart", "rekey.io/kube-apiserver-client", fixtures.CSROptions{CommonName: "x"}, certv1alpha1.UsageClientAuth))
 	verifyChain(t, waitForCertificate(t, again.Client, "after-restart"), caOf(t, again.Client, "rekey.io-kube-apiserver-client"), x509.ExtKeyUsageClientAuth)
 }
-

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/test/fixtures"
+)
+
+const kubeletClientSigner = "rekey.io/kube-apiserver-client-kubelet"
+
+func nodeCSR(t *testing.T, name, node string) *certv1alpha1.CertificateSigningRequest {
+	return &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request:    fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:" + node, Organizations: []string{"system:nodes"}}),
+			SignerName: kubeletClientSigner,
+			Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
+		},
+	}
+}
+
+// A node that RBAC lets create certificatesigningrequests/selfnodeclient
+// gets its own client certificate with no human step.
+func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
+	node, _ := userClient(t, "system:node:e2e-node-1", "system:nodes")
+	create(t, node, nodeCSR(t, "node-1-client", "e2e-node-1"))
+
+	var csr *certv1alpha1.CertificateSigningRequest
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		csr, err = cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "node-1-client", metav1.GetOptions{})
+		return err == nil && len(csr.Status.Certificate) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("node client request not issued: %+v", csr.Status)
+	}
+	var approved *certv1alpha1.CertificateSigningRequestCondition
+	for i := range csr.Status.Conditions {
+		if csr.Status.Conditions[i].Type == certv1alpha1.CertificateApproved {
+			approved = &csr.Status.Conditions[i]
+		}
+	}
+	if approved == nil || approved.Reason != "AutoApproved" {
+		t.Fatalf("not auto-approved: %+v", csr.Status.Conditions)
+	}
+	certs, err := validation.ParseCertificateChain(csr.Status.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(context.Background(), "rekey.io-kube-apiserver-client-kubelet", metav1.GetOptions{})
+	if err != nil || ca.Status.Current == nil {
+		t.Fatalf("CA: %v", err)
+	}
+	caCert, _ := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("node certificate does not chain to the kubelet client CA: %v", err)
+	}
+	if certs[0].Subject.CommonName != "system:node:e2e-node-1" {
+		t.Fatalf("subject = %v", certs[0].Subject)
+	}
+}
+
+// A requester without the selfnodeclient/nodeclient permission stays
+// pending: nothing else is ever auto-approved.
+func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
+	rogue, _ := userClient(t, "system:node:rogue", "rogue-nodes")
+	bind(t, "system:node:rogue", "rekey:requester")
+	create(t, rogue, nodeCSR(t, "rogue-client", "rogue"))
+	// A permitted node's request made afterwards proves the approver ran.
+	node, _ := userClient(t, "system:node:e2e-node-2", "system:nodes")
+	create(t, node, nodeCSR(t, "node-2-client", "e2e-node-2"))
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "node-2-client", metav1.GetOptions{})
+		return err == nil && len(csr.Status.Certificate) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the permitted node's request was not issued")
+	}
+	time.Sleep(2 * time.Second)
+	csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), "rogue-client", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
+		t.Fatalf("request without permission was acted on: %+v", csr.Status)
+	}
+}
