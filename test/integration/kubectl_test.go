@@ -58,8 +58,17 @@ spec:
 	}
 
 	out, errOut, err = framework.RunKubectl(t, srv.Kubeconfig, nil, "get", "rekey", "-o", "name")
-	if err != nil || strings.TrimSpace(out) != "certificatesigningrequest.certificates.rekey.io/from-kubectl" {
-		t.Fatalf("kubectl get rekey (category): %v %q %s", err, out, errOut)
+	if err != nil {
+		t.Fatalf("kubectl get rekey (category): %v %s", err, errOut)
+	}
+	for _, want := range []string{
+		"certificatesigningrequest.certificates.rekey.io/from-kubectl",
+		"signer.certificates.rekey.io/rekey.io:kube-apiserver-client",
+		"certificateauthority.rotation.rekey.io/rekey.io-kube-apiserver-client",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get rekey lacks %s:\n%s", want, out)
+		}
 	}
 
 	out, errOut, err = framework.RunKubectl(t, srv.Kubeconfig, nil, "delete", "rcsr", "from-kubectl")
