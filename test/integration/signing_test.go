@@ -142,6 +142,20 @@ func TestApprovedRequestIsSignedByTheBuiltInSigner(t *testing.T) {
 	if serving.DNSNames[0] != "n1.example.com" {
 		t.Errorf("SANs = %v", serving.DNSNames)
 	}
+
+	metrics, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`rekey_signer_requests_total{result="issued",signer_name="rekey.io/kube-apiserver-client"} 1`,
+		`rekey_signer_honored_duration_seconds_count{signer_name="rekey.io/kubelet-serving"} 1`,
+		`rekey_signer_approval_to_certificate_seconds_count{signer_name="rekey.io/kube-apiserver-client"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 func TestPolicyViolationFailsWithTheRule(t *testing.T) {
