@@ -15,6 +15,8 @@ import (
 //   - any other authenticated user may read discovery, OpenAPI and health
 //     endpoints, and create, get, list and watch CertificateSigningRequests
 //     (the requester role); approving and signing need system:masters;
+//   - system:nodes may have their own node client certificates auto-approved
+//     (selfnodeclient), system:bootstrappers any node's (nodeclient);
 //   - anonymous users may only read health endpoints.
 func NewAuthorizer() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
 
@@ -41,6 +43,16 @@ func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decisio
 	if a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "certificatesigningrequests" &&
 		a.GetSubresource() == "" && slices.Contains(requesterVerbs, a.GetVerb()) {
 		return authorizer.DecisionAllow, "", nil
+	}
+	// Node client auto-approval, as artifacts/rbac/node-client.yaml grants
+	// it in a cluster: nodes renew their own, bootstrappers get any node's.
+	if a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "certificatesigningrequests" && a.GetVerb() == "create" {
+		if a.GetSubresource() == "selfnodeclient" && slices.Contains(groups, "system:nodes") {
+			return authorizer.DecisionAllow, "", nil
+		}
+		if a.GetSubresource() == "nodeclient" && slices.Contains(groups, "system:bootstrappers") {
+			return authorizer.DecisionAllow, "", nil
+		}
 	}
 	return authorizer.DecisionNoOpinion, "standalone mode: only system:masters may do this; other users may create, get, list and watch certificatesigningrequests", nil
 }

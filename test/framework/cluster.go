@@ -68,6 +68,9 @@ func Start(dir, name, binary string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {

@@ -1,0 +1,17 @@
+package policy
+
+import (
+	"testing"
+)
+
+func BenchmarkEvaluateKubeletClient(b *testing.B) {
+	t := &testing.T{}
+	spec, parsed := build(t, req{cn: "system:node:n1", orgs: nodeOrgs, usages: clientU})
+	p := KubeletClientPolicy
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Evaluate(&p, spec, parsed); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

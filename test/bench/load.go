@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// target is one API that issues certificates: rekey's certificates.rekey.io
+// or Kubernetes' certificates.k8s.io.
+type target interface {
+	// Create posts a request; Approve adds Approved through /approval.
+	Create(ctx context.Context, name string, request []byte) error
+	Approve(ctx context.Context, name string) error
+	// Watch reports the names of requests that have a certificate (or
+	// failed) from now on.
+	Watch(ctx context.Context, done func(name string, failed bool)) error
+}
+
+// result is one scenario's outcome.
+type result struct {
+	Name       string
+	Issued     int
+	Errors     int
+	Elapsed    time.Duration
+	Throughput float64
+	P50        time.Duration
+	P95        time.Duration
+	P99        time.Duration
+	CPUPer1000 float64 // server CPU seconds per 1,000 issuances
+	PeakRSSMiB float64 // peak server RSS during the run
+	RSSGrowth  float64 // server RSS after minus before, MiB
+}
+
+// drive runs n issuances with the given number of concurrent requesters: each
+// creates a request and hands it to the approvers, then waits for its
+// certificate on the shared watch. Latency is create to certificate seen.
+func drive(ctx context.Context, tgt target, requests [][]byte, prefix string, requesters, approvers int, timeout time.Duration) (issued int, errs int, latencies []time.Duration, elapsed time.Duration) {
+	n := len(requests)
+	var waiters sync.Map // name -> chan bool (failed)
+	watchCtx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	watchReady := make(chan error, 1)
+	go func() {
+		watchReady <- tgt.Watch(watchCtx, func(name string, failed bool) {
+			if ch, ok := waiters.LoadAndDelete(name); ok {
+				ch.(chan bool) <- failed
+			}
+		})
+	}()
+	select {
+	case err := <-watchReady:
+		if err != nil {
+			fmt.Printf("watch: %v\n", err)
+			return 0, n, nil, 0
+		}
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	approve := make(chan string, n)
+	var errCount atomic.Int64
+	var wgA sync.WaitGroup
+	for i := 0; i < approvers; i++ {
+		wgA.Add(1)
+		go func() {
+			defer wgA.Done()
+			for name := range approve {
+				var err error
+				for attempt := 0; attempt < 5; attempt++ {
+					if err = tgt.Approve(ctx, name); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					errCount.Add(1)
+					if ch, ok := waiters.LoadAndDelete(name); ok {
+						ch.(chan bool) <- true
+					}
+				}
+			}
+		}()
+	}
+
+	work := make(chan int, n)
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	lat := make([]time.Duration, n)
+	ok := make([]bool, n)
+	start := time.Now()
+	var wgR sync.WaitGroup
+	for r := 0; r < requesters; r++ {
+		wgR.Add(1)
+		go func() {
+			defer wgR.Done()
+			for i := range work {
+				name := fmt.Sprintf("%s-%06d", prefix, i)
+				ch := make(chan bool, 1)
+				waiters.Store(name, ch)
+				t0 := time.Now()
+				if err := tgt.Create(ctx, name, requests[i]); err != nil {
+					waiters.Delete(name)
+					errCount.Add(1)
+					continue
+				}
+				approve <- name
+				select {
+				case failed := <-ch:
+					if !failed {
+						lat[i], ok[i] = time.Since(t0), true
+					}
+				case <-time.After(timeout):
+					waiters.Delete(name)
+					errCount.Add(1)
+				}
+			}
+		}()
+	}
+	wgR.Wait()
+	elapsed = time.Since(start)
+	close(approve)
+	wgA.Wait()
+	for i := range lat {
+		if ok[i] {
+			latencies = append(latencies, lat[i])
+			issued++
+		}
+	}
+	return issued, int(errCount.Load()), latencies, elapsed
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func summarize(name string, issued, errs int, lat []time.Duration, elapsed time.Duration) result {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r := result{Name: name, Issued: issued, Errors: errs, Elapsed: elapsed}
+	if elapsed > 0 {
+		r.Throughput = float64(issued) / elapsed.Seconds()
+	}
+	r.P50, r.P95, r.P99 = percentile(lat, 0.50), percentile(lat, 0.95), percentile(lat, 0.99)
+	return r
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+)
+
+// rekeyTarget drives certificates.rekey.io.
+type rekeyTarget struct {
+	client     clientset.Interface
+	signerName string
+	usages     []certv1alpha1.KeyUsage
+	// autoApproved skips the approval step (NodeClient signers).
+	autoApproved bool
+}
+
+func (r *rekeyTarget) Create(ctx context.Context, name string, request []byte) error {
+	_, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request: request, SignerName: r.signerName, Usages: r.usages, ExpirationSeconds: ptr.To[int32](3600),
+		},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+func (r *rekeyTarget) Approve(ctx context.Context, name string) error {
+	if r.autoApproved {
+		return nil
+	}
+	// One request, one write: the approval carries only the name and the
+	// condition, as an unconditional update; /approval keeps the stored
+	// spec, so nothing needs to be read first. (Both APIs allow this.)
+	csr := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "Bench",
+	})
+	_, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})
+	return err
+}
+
+func (r *rekeyTarget) Watch(ctx context.Context, done func(string, bool)) error {
+	w, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified {
+				continue
+			}
+			csr, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
+			if !ok {
+				continue
+			}
+			if len(csr.Status.Certificate) > 0 {
+				done(csr.Name, false)
+				continue
+			}
+			for _, c := range csr.Status.Conditions {
+				if c.Type == certv1alpha1.CertificateFailed || c.Type == certv1alpha1.CertificateDenied {
+					done(csr.Name, true)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// nativeTarget drives certificates.k8s.io/v1 with kube-controller-manager.
+type nativeTarget struct {
+	client     kubernetes.Interface
+	signerName string
+}
+
+func (n *nativeTarget) Create(ctx context.Context, name string, request []byte) error {
+	_, err := n.client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: request, SignerName: n.signerName, ExpirationSeconds: ptr.To[int32](3600),
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+func (n *nativeTarget) Approve(ctx context.Context, name string) error {
+	csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Bench",
+	})
+	_, err := n.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})
+	return err
+}
+
+func (n *nativeTarget) Watch(ctx context.Context, done func(string, bool)) error {
+	w, err := n.client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			if len(csr.Status.Certificate) > 0 {
+				done(csr.Name, false)
+				continue
+			}
+			for _, c := range csr.Status.Conditions {
+				if c.Type == certificatesv1.CertificateFailed || c.Type == certificatesv1.CertificateDenied {
+					done(csr.Name, true)
+				}
+			}
+		}
+	}()
+	return nil
+}
