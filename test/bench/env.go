@@ -58,7 +58,7 @@ func startStandalone(dir, binary string) (*standaloneServer, error) {
 	}
 	port := freePort()
 	proc, err := framework.Start(dir, "rekey-standalone", binary, "--standalone", "--data-dir", dir,
-		"--secure-port", strconv.Itoa(port), "--signer-workers=16")
+		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling="+strconv.FormatBool(profileFile != ""))
 	if err != nil {
 		return nil, err
 	}

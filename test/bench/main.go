@@ -32,12 +32,19 @@ func main() {
 	burst := flag.Int("burst-nodes", 5000, "simulated nodes in the bootstrap burst (0 skips it)")
 	out := flag.String("out", "", "write the markdown report here as well")
 	skipNative := flag.Bool("skip-native", false, "skip kube-apiserver + kube-controller-manager")
+	flag.StringVar(&profileFile, "cpuprofile", "", "write a 10s CPU profile of the standalone server, taken during the direct scenario, here")
+	flag.BoolVar(&directOnly, "direct-only", false, "run only the standalone (direct) scenario")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
+
+var (
+	profileFile string
+	directOnly  bool
+)
 
 func run(n, requesters, approvers, burst int, out string, skipNative bool) error {
 	ctx := context.Background()
@@ -62,11 +69,26 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 			return err
 		}
 		client := clientset.NewForConfigOrDie(s.config)
+		if profileFile != "" {
+			go func() {
+				time.Sleep(2 * time.Second)
+				data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "10").DoRaw(ctx)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "profile: %v\n", err)
+					return
+				}
+				_ = os.WriteFile(profileFile, data, 0o644)
+			}()
+		}
 		r := measure(ctx, "rekey standalone (direct)", &rekeyTarget{client: client, signerName: "rekey.io/kube-apiserver-client",
 			usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
 			requests, "direct", requesters, approvers, []int{s.pid}, []int{s.pid})
 		results = append(results, r)
 		s.stop()
+	}
+	if directOnly {
+		fmt.Print(render(results, nil, n, requesters))
+		return nil
 	}
 
 	// 2 and 3: a real control plane with rekey aggregated, and native.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -49,28 +52,75 @@ func (r *rekeyTarget) Approve(ctx context.Context, name string) error {
 }
 
 func (r *rekeyTarget) Watch(ctx context.Context, done func(string, bool)) error {
-	w, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	csrs := r.client.CertificatesV1alpha1().CertificateSigningRequests()
+	return watchForever(ctx, func(rv string) (watch.Interface, error) {
+		return csrs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	}, func() (string, error) {
+		// After a broken watch, a list catches what was issued meanwhile.
+		list, err := csrs.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			reportRekey(&list.Items[i], done)
+		}
+		return list.ResourceVersion, nil
+	}, func(obj runtime.Object) {
+		if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok {
+			reportRekey(csr, done)
+		}
+	})
+}
+
+func reportRekey(csr *certv1alpha1.CertificateSigningRequest, done func(string, bool)) {
+	if len(csr.Status.Certificate) > 0 {
+		done(csr.Name, false)
+		return
+	}
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certv1alpha1.CertificateFailed || c.Type == certv1alpha1.CertificateDenied {
+			done(csr.Name, true)
+		}
+	}
+}
+
+// watchForever keeps a watch open until ctx is done: when the server closes
+// it (a slow consumer, a timeout), it lists again and resumes.
+func watchForever(ctx context.Context, start func(rv string) (watch.Interface, error), relist func() (string, error), handle func(runtime.Object)) error {
+	w, err := start("")
 	if err != nil {
 		return err
 	}
 	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Modified {
-				continue
-			}
-			csr, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
-			if !ok {
-				continue
-			}
-			if len(csr.Status.Certificate) > 0 {
-				done(csr.Name, false)
-				continue
-			}
-			for _, c := range csr.Status.Conditions {
-				if c.Type == certv1alpha1.CertificateFailed || c.Type == certv1alpha1.CertificateDenied {
-					done(csr.Name, true)
+		for {
+			rv := ""
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					break
 				}
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					rv = m.GetResourceVersion()
+				}
+				if ev.Type == watch.Modified || ev.Type == watch.Added {
+					handle(ev.Object)
+				}
+			}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			if listRV, err := relist(); err == nil {
+				rv = listRV
+			}
+			for {
+				if w, err = start(rv); err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				rv = ""
+				time.Sleep(100 * time.Millisecond)
 			}
 		}
 	}()
@@ -104,27 +154,32 @@ func (n *nativeTarget) Approve(ctx context.Context, name string) error {
 }
 
 func (n *nativeTarget) Watch(ctx context.Context, done func(string, bool)) error {
-	w, err := n.client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
-			if !ok || ev.Type != watch.Modified {
-				continue
-			}
-			if len(csr.Status.Certificate) > 0 {
-				done(csr.Name, false)
-				continue
-			}
-			for _, c := range csr.Status.Conditions {
-				if c.Type == certificatesv1.CertificateFailed || c.Type == certificatesv1.CertificateDenied {
-					done(csr.Name, true)
-				}
+	csrs := n.client.CertificatesV1().CertificateSigningRequests()
+	report := func(csr *certificatesv1.CertificateSigningRequest) {
+		if len(csr.Status.Certificate) > 0 {
+			done(csr.Name, false)
+			return
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateFailed || c.Type == certificatesv1.CertificateDenied {
+				done(csr.Name, true)
 			}
 		}
-	}()
-	return nil
+	}
+	return watchForever(ctx, func(rv string) (watch.Interface, error) {
+		return csrs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	}, func() (string, error) {
+		list, err := csrs.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			report(&list.Items[i])
+		}
+		return list.ResourceVersion, nil
+	}, func(obj runtime.Object) {
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+			report(csr)
+		}
+	})
 }

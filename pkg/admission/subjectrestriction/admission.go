@@ -51,10 +51,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if csr.Spec.SignerName != certificates.KubeAPIServerClientSignerName {
 		return nil
 	}
-	req, err := validation.ParseCSR(csr.Spec.Request)
+	req, err := validation.ParseStoredCSR(csr.Spec.Request)
 	if err != nil {
-		// Validation has already refused unparseable requests; refuse here
-		// too rather than let an unchecked subject through.
+		// Validation, which runs first, has already refused unparseable
+		// requests and checked the signature; refuse here too rather than
+		// let an unchecked subject through.
 		return admission.NewForbidden(a, fmt.Errorf("unable to parse spec.request: %w", err))
 	}
 	if slices.Contains(req.Subject.Organization, PrivilegedGroup) {

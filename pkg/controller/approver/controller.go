@@ -168,7 +168,7 @@ var nodeClientUsages = []string{string(certv1alpha1.UsageClientAuth), string(cer
 // system:node:<name>, no SANs, the node client usages) and which permission
 // to check: selfnodeclient when the CN names the requester, else nodeclient.
 func NodeClientSubresource(csr *certv1alpha1.CertificateSigningRequest) (string, bool) {
-	req, err := validation.ParseCSR(csr.Spec.Request)
+	req, err := validation.ParseStoredCSR(csr.Spec.Request)
 	if err != nil {
 		return "", false
 	}

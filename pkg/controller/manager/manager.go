@@ -87,7 +87,7 @@ func runControllers(ctx context.Context, cfg Config) {
 	caController := certificateauthority.NewController(client, caInformer, authorities, clk)
 	var recorder *issuance.Recorder
 	if cfg.Etcd != nil {
-		recorder = issuance.NewRecorder(cfg.Etcd, cfg.PrivatePrefix)
+		recorder = issuance.NewRecorder(ctx, cfg.Etcd, cfg.PrivatePrefix)
 	}
 	signerController := signer.NewController(client, csrInformer, signerInformer, authorities, recorder, clk)
 	caController.OnChange = signerController.CAChanged

@@ -169,7 +169,7 @@ func (c *Controller) syncCSR(ctx context.Context, name string) error {
 		return err
 	}
 	signerName := csr.Spec.SignerName
-	req, err := validation.ParseCSR(csr.Spec.Request)
+	req, err := validation.ParseStoredCSR(csr.Spec.Request)
 	if err != nil {
 		requestsTotal.WithLabelValues(signerName, "failed").Inc()
 		return c.fail(ctx, csr, ReasonInvalidRequest, err.Error())
