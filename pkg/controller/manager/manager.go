@@ -101,7 +101,7 @@ func runControllers(ctx context.Context, cfg Config) {
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, cfg.SignerWorkers) })
-	run(func() { approverController.Run(ctx, 2) })
+	run(func() { approverController.Run(ctx, cfg.SignerWorkers) })
 	run(func() {
 		if factory.WaitForCacheSync(ctx.Done()); ctx.Err() == nil {
 			cleanerController.Run(ctx)

@@ -16,8 +16,6 @@ import (
 type Table[T Object] struct {
 	Columns []metav1.TableColumnDefinition
 	Row     func(T) []interface{}
-	// Items extracts the items of a list object.
-	Items func(runtime.Object) ([]T, bool)
 }
 
 // ConvertToTable implements rest.TableConvertor.
@@ -31,8 +29,14 @@ func (t Table[T]) ConvertToTable(ctx context.Context, obj runtime.Object, tableO
 	var items []T
 	if one, ok := obj.(T); ok {
 		items = []T{one}
-	} else if list, ok := t.Items(obj); ok {
-		items = list
+	} else if list, err := meta.ExtractList(obj); err == nil {
+		for _, o := range list {
+			item, ok := o.(T)
+			if !ok {
+				return nil, fmt.Errorf("cannot print %T as a table", o)
+			}
+			items = append(items, item)
+		}
 	} else {
 		return nil, fmt.Errorf("cannot print %T as a table", obj)
 	}

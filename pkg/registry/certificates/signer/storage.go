@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
@@ -42,35 +41,17 @@ var table = specstatus.Table[*certificates.Signer]{
 			duration.HumanDuration(s.Spec.Policy.MaxDuration.Duration),
 			specstatus.ConditionStatus(s.Status.Conditions, certificates.SignerReady), specstatus.Age(s.CreationTimestamp)}
 	},
-	Items: func(obj runtime.Object) ([]*certificates.Signer, bool) {
-		list, ok := obj.(*certificates.SignerList)
-		if !ok {
-			return nil, false
-		}
-		out := make([]*certificates.Signer, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, true
-	},
 }
 
-// NewStorage returns the main and /status storage of Signers.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*specstatus.REST, *specstatus.StatusREST, error) {
-	strategy := specstatus.New(scheme, kind)
-	store := &genericregistry.Store{
-		NewFunc:                   func() runtime.Object { return &certificates.Signer{} },
-		NewListFunc:               func() runtime.Object { return &certificates.SignerList{} },
-		DefaultQualifiedResource:  certificates.Resource("signers"),
-		SingularQualifiedResource: certificates.Resource("signer"),
-		CreateStrategy:            strategy,
-		UpdateStrategy:            strategy,
-		DeleteStrategy:            strategy,
-		ResetFieldsStrategy:       strategy,
-		TableConvertor:            table,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, nil, err
-	}
-	return specstatus.NewREST(store, "rsigner"), specstatus.NewStatusREST(store, specstatus.NewStatus(strategy)), nil
+// NewStorage returns the main and /status storage.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*specstatus.REST, *specstatus.SubresourceREST, error) {
+	return specstatus.NewStorage(scheme, optsGetter, specstatus.Resource[*certificates.Signer]{
+		New:        func() runtime.Object { return &certificates.Signer{} },
+		NewList:    func() runtime.Object { return &certificates.SignerList{} },
+		Plural:     certificates.Resource("signers"),
+		Singular:   certificates.Resource("signer"),
+		ShortNames: []string{"rsigner"},
+		Table:      table,
+		Kind:       kind,
+	})
 }

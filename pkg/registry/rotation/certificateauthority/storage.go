@@ -5,7 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/apis/rotation/validation"
@@ -46,35 +45,17 @@ var table = specstatus.Table[*rotation.CertificateAuthority]{
 		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, notAfter, fingerprint,
 			specstatus.ConditionStatus(c.Status.Conditions, rotation.CertificateAuthorityReady), specstatus.Age(c.CreationTimestamp)}
 	},
-	Items: func(obj runtime.Object) ([]*rotation.CertificateAuthority, bool) {
-		list, ok := obj.(*rotation.CertificateAuthorityList)
-		if !ok {
-			return nil, false
-		}
-		out := make([]*rotation.CertificateAuthority, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, true
-	},
 }
 
-// NewStorage returns the main and /status storage of CertificateAuthorities.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*specstatus.REST, *specstatus.StatusREST, error) {
-	strategy := specstatus.New(scheme, kind)
-	store := &genericregistry.Store{
-		NewFunc:                   func() runtime.Object { return &rotation.CertificateAuthority{} },
-		NewListFunc:               func() runtime.Object { return &rotation.CertificateAuthorityList{} },
-		DefaultQualifiedResource:  rotation.Resource("certificateauthorities"),
-		SingularQualifiedResource: rotation.Resource("certificateauthority"),
-		CreateStrategy:            strategy,
-		UpdateStrategy:            strategy,
-		DeleteStrategy:            strategy,
-		ResetFieldsStrategy:       strategy,
-		TableConvertor:            table,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, nil, err
-	}
-	return specstatus.NewREST(store, "rca"), specstatus.NewStatusREST(store, specstatus.NewStatus(strategy)), nil
+// NewStorage returns the main and /status storage.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*specstatus.REST, *specstatus.SubresourceREST, error) {
+	return specstatus.NewStorage(scheme, optsGetter, specstatus.Resource[*rotation.CertificateAuthority]{
+		New:        func() runtime.Object { return &rotation.CertificateAuthority{} },
+		NewList:    func() runtime.Object { return &rotation.CertificateAuthorityList{} },
+		Plural:     rotation.Resource("certificateauthorities"),
+		Singular:   rotation.Resource("certificateauthority"),
+		ShortNames: []string{"rca"},
+		Table:      table,
+		Kind:       kind,
+	})
 }
