@@ -57,6 +57,19 @@ fuzz:
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCertificateChain$$' -fuzztime $(FUZZTIME)
 
+## bench: Go benchmarks of the hot paths, then the issuance load generator
+## (rekey direct, aggregated, native kube-apiserver + kube-controller-manager,
+## 5,000-node bootstrap burst); the report goes to _output/benchmarks.md
+BENCH_ISSUANCES ?= 5000
+BENCH_BURST ?= 5000
+bench:
+	hack/install-test-deps.sh
+	$(GO) build -o /dev/null ./test/bench
+	hack/build-tools.sh kube-controller-manager >/dev/null
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval
+	mkdir -p _output
+	$(GO) run ./test/bench -issuances $(BENCH_ISSUANCES) -burst-nodes $(BENCH_BURST) -out _output/benchmarks.md
+
 ## tools: build kube-apiserver, kubectl and etcd into the cache (hack/build-tools.sh)
 tools:
 	hack/build-tools.sh

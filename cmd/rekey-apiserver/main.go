@@ -3,7 +3,6 @@ package main
 
 import (
 	"os"
-	"runtime/debug"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
@@ -12,12 +11,6 @@ import (
 )
 
 func main() {
-	// An API server allocates mostly short-lived objects (decoded requests,
-	// watch events); collecting half as often trades a little memory for
-	// markedly less GC CPU. GOGC in the environment still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(200)
-	}
 	ctx := genericapiserver.SetupSignalContext()
 	cmd := server.NewCommand(ctx, os.Stdout, os.Stderr)
 	os.Exit(cli.Run(cmd))

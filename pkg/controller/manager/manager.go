@@ -17,9 +17,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/controller/approver"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
+	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
@@ -77,7 +79,7 @@ func runControllers(ctx context.Context, cfg Config) {
 	if err := EnsureBuiltIns(ctx, client); err != nil {
 		logger.Error(err, "Creating the built-in signers")
 	}
-	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(TrimForCache))
 	clk := clock.RealClock{}
 	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
 	csrInformer := factory.Certificates().V1alpha1().CertificateSigningRequests()
@@ -114,6 +116,24 @@ func runControllers(ctx context.Context, cfg Config) {
 	}
 	factory.Shutdown()
 	logger.Info("Controllers stopped")
+}
+
+// TrimForCache drops from the controllers' cache what no controller reads,
+// so that the process holding the API server's watch cache does not hold a
+// second full copy of every request: managed fields always, and the
+// request itself once the request is finished (issued, denied or failed).
+// The objects are only read from the cache; writes start from them but the
+// API keeps the stored spec on every subresource update.
+func TrimForCache(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok {
+		if len(csr.Status.Certificate) > 0 || csrutil.IsDenied(csr) || csrutil.IsFailed(csr) {
+			csr.Spec.Request = nil
+		}
+	}
+	return obj, nil
 }
 
 // EnsureBuiltIns creates the built-in CAs and signers that do not exist

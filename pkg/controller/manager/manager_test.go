@@ -1,0 +1,33 @@
+package manager
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+)
+
+func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
+	pending := &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec:       certv1alpha1.CertificateSigningRequestSpec{Request: []byte("req")},
+		Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{
+			{Type: certv1alpha1.CertificateApproved, Status: "True"}}},
+	}
+	out, _ := TrimForCache(pending)
+	got := out.(*certv1alpha1.CertificateSigningRequest)
+	if got.ManagedFields != nil {
+		t.Error("managed fields kept")
+	}
+	if string(got.Spec.Request) != "req" {
+		t.Error("the request of an unsigned request was dropped; the signer needs it")
+	}
+	issued := pending.DeepCopy()
+	issued.Status.Certificate = []byte("cert")
+	out, _ = TrimForCache(issued)
+	got = out.(*certv1alpha1.CertificateSigningRequest)
+	if got.Spec.Request != nil || string(got.Status.Certificate) != "cert" {
+		t.Errorf("issued request: request %q, certificate %q", got.Spec.Request, got.Status.Certificate)
+	}
+}
