@@ -20,4 +20,10 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 	fi
 fi
 
-"$ROOT/hack/build-tools.sh" >/dev/null
+# The tests need etcd and kube-apiserver; kubectl only when the machine has
+# none (tests prefer $KUBECTL, then the one on PATH).
+tools=(etcd kube-apiserver)
+if [[ -z "${KUBECTL:-}" ]] && ! command -v kubectl >/dev/null; then
+	tools+=(kubectl)
+fi
+"$ROOT/hack/build-tools.sh" "${tools[@]}" >/dev/null
