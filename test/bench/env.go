@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -57,8 +58,12 @@ func startStandalone(dir, binary string) (*standaloneServer, error) {
 		return nil, err
 	}
 	port := freePort()
-	proc, err := framework.Start(dir, "rekey-standalone", binary, "--standalone", "--data-dir", dir,
-		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling="+strconv.FormatBool(profileFile != ""))
+	args := []string{"--standalone", "--data-dir", dir,
+		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling=" + strconv.FormatBool(profileFile != "")}
+	if extra := os.Getenv("REKEY_BENCH_SERVER_ARGS"); extra != "" {
+		args = append(args, strings.Fields(extra)...)
+	}
+	proc, err := framework.Start(dir, "rekey-standalone", binary, args...)
 	if err != nil {
 		return nil, err
 	}

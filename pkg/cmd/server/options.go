@@ -128,6 +128,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	ctrl.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
 
 	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("generic"))
 	return fss
 }
 
