@@ -13,8 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +23,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/csrutil"
+	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
@@ -60,7 +59,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		csrs:    csrInformer.Lister(),
 		signers: signerInformer.Lister(),
 		synced:  []cache.InformerSynced{csrInformer.Informer().HasSynced, signerInformer.Informer().HasSynced},
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "approver"}),
+		queue:   runner.NewQueue[string]("approver"),
 		authz:   authz,
 		clock:   clk,
 	}
@@ -79,31 +78,9 @@ func (c *Controller) enqueue(obj any) {
 
 // Run approves until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		name, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := c.sync(ctx, name); err != nil {
-			klog.FromContext(ctx).Error(err, "Approver", "csr", name)
-			c.queue.AddRateLimited(name)
-		} else {
-			c.queue.Forget(name)
-		}
-		c.queue.Done(name)
-	}
+	runner.Run(ctx, "approver", c.queue, c.synced, workers, func(ctx context.Context, name string) (time.Duration, error) {
+		return 0, c.sync(ctx, name)
+	})
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {

@@ -10,14 +10,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
@@ -45,7 +44,7 @@ func NewController(client clientset.Interface, informer rotationinformers.Certif
 		client:      client,
 		lister:      informer.Lister(),
 		synced:      informer.Informer().HasSynced,
-		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "certificateauthority"}),
+		queue:       runner.NewQueue[string]("certificateauthority"),
 		authorities: authorities,
 		clock:       clk,
 	}
@@ -64,36 +63,7 @@ func (c *Controller) enqueue(obj any) {
 
 // Run processes CAs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		name, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		requeueAfter, err := c.sync(ctx, name)
-		switch {
-		case err != nil:
-			klog.FromContext(ctx).Error(err, "Syncing CertificateAuthority", "name", name)
-			c.queue.AddRateLimited(name)
-		case requeueAfter > 0:
-			c.queue.Forget(name)
-			c.queue.AddAfter(name, requeueAfter)
-		default:
-			c.queue.Forget(name)
-		}
-		c.queue.Done(name)
-	}
+	runner.Run(ctx, "certificateauthority", c.queue, []cache.InformerSynced{c.synced}, workers, c.sync)
 }
 
 // KeyIDFor is the key ID of a CA's first key. It is derived from the

@@ -12,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -23,6 +21,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/csrutil"
+	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
@@ -60,7 +59,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		csrs:        csrInformer.Lister(),
 		signers:     signerInformer.Lister(),
 		synced:      []cache.InformerSynced{csrInformer.Informer().HasSynced, signerInformer.Informer().HasSynced},
-		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "signer"}),
+		queue:       runner.NewQueue[string]("signer"),
 		authorities: authorities,
 		recorder:    recorder,
 		clock:       clk,
@@ -112,37 +111,12 @@ func (c *Controller) CAChanged(caName string) {
 
 // Run signs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		var err error
+	runner.Run(ctx, "signer", c.queue, c.synced, workers, func(ctx context.Context, key string) (time.Duration, error) {
 		if name, ok := strings.CutPrefix(key, signerKeyPrefix); ok {
-			err = c.syncSigner(ctx, name)
-		} else {
-			err = c.syncCSR(ctx, key)
+			return 0, c.syncSigner(ctx, name)
 		}
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Signer controller", "key", key)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
+		return 0, c.syncCSR(ctx, key)
+	})
 }
 
 func (c *Controller) signerFor(signerName string) (*certv1alpha1.Signer, error) {

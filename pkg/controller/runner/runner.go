@@ -1,0 +1,62 @@
+// Package runner runs the worker loop every rekey controller shares: wait
+// for the informers, then process keys from a rate-limited queue.
+package runner
+
+import (
+	"context"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SyncFunc handles one key. A non-zero requeueAfter looks at the key again
+// later; an error retries it with back-off.
+type SyncFunc[K comparable] func(ctx context.Context, key K) (requeueAfter time.Duration, err error)
+
+// NewQueue returns a queue with the default controller back-off.
+func NewQueue[K comparable](name string) workqueue.TypedRateLimitingInterface[K] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[K](),
+		workqueue.TypedRateLimitingQueueConfig[K]{Name: name})
+}
+
+// Run waits for the informers to sync, runs workers until ctx is done, and
+// shuts the queue down.
+func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[K], synced []cache.InformerSynced, workers int, sync SyncFunc[K]) {
+	defer utilruntime.HandleCrash()
+	defer queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("controller", name)
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for processNext(ctx, logger, queue, sync) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func processNext[K comparable](ctx context.Context, logger klog.Logger, queue workqueue.TypedRateLimitingInterface[K], sync SyncFunc[K]) bool {
+	key, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(key)
+	requeueAfter, err := sync(ctx, key)
+	switch {
+	case err != nil:
+		logger.Error(err, "Sync failed; retrying", "key", key)
+		queue.AddRateLimited(key)
+	case requeueAfter > 0:
+		queue.Forget(key)
+		queue.AddAfter(key, requeueAfter)
+	default:
+		queue.Forget(key)
+	}
+	return true
+}
