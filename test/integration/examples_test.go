@@ -13,10 +13,18 @@ import (
 	"rekey.io/rekey/test/framework"
 )
 
-// TestExampleManifestsAreAccepted creates every CSR example in
-// artifacts/examples, so the documentation cannot drift from the API.
+// TestExampleManifestsAreAccepted creates every example in
+// artifacts/examples with kubectl, and checks that the example CA, signer
+// and request together produce a certificate, so the documentation cannot
+// drift from the API.
 func TestExampleManifestsAreAccepted(t *testing.T) {
 	srv := framework.StartStandalone(t, t.TempDir())
+	dir := filepath.Join(framework.RepoRoot(), "artifacts", "examples")
+	for _, f := range []string{"ca.yaml", "signer.yaml"} {
+		if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, f)); err != nil {
+			t.Fatalf("kubectl create -f %s: %v %s%s", f, err, out, errOut)
+		}
+	}
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "artifacts", "examples", "csr*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
@@ -31,7 +39,19 @@ func TestExampleManifestsAreAccepted(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		if _, err := srv.Client.CertificatesV1alpha1().CertificateSigningRequests().Create(context.Background(), &csr, metav1.CreateOptions{}); err != nil {
-			t.Errorf("%s refused: %v", f, err)
+			t.Fatalf("%s refused: %v", f, err)
+		}
+		current, err := srv.Client.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), csr.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addCondition(current, certv1alpha1.CertificateApproved, "Example")
+		if _, err := srv.Client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(context.Background(), csr.Name, current, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		leaf := waitForCertificate(t, srv.Client, csr.Name)
+		if leaf.Issuer.CommonName != "Team CA" {
+			t.Fatalf("%s was signed by %q, want the example CA", f, leaf.Issuer.CommonName)
 		}
 	}
 }
