@@ -59,7 +59,7 @@ func startStandalone(dir, binary string) (*standaloneServer, error) {
 	}
 	port := freePort()
 	args := []string{"--standalone", "--data-dir", dir,
-		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling=" + strconv.FormatBool(profileFile != "")}
+		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling=" + strconv.FormatBool(profileFile != "" || heapFile != "")}
 	if extra := os.Getenv("REKEY_BENCH_SERVER_ARGS"); extra != "" {
 		args = append(args, strings.Fields(extra)...)
 	}

@@ -34,6 +34,7 @@ func main() {
 	skipNative := flag.Bool("skip-native", false, "skip kube-apiserver + kube-controller-manager")
 	flag.StringVar(&profileFile, "cpuprofile", "", "write a 10s CPU profile of the standalone server, taken during the direct scenario, here")
 	flag.BoolVar(&directOnly, "direct-only", false, "run only the standalone (direct) scenario")
+	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -43,6 +44,7 @@ func main() {
 
 var (
 	profileFile string
+	heapFile    string
 	directOnly  bool
 )
 
@@ -84,6 +86,15 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 			usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
 			requests, "direct", requesters, approvers, []int{s.pid}, []int{s.pid})
 		results = append(results, r)
+		if heapFile != "" {
+			data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+			if err == nil {
+				err = os.WriteFile(heapFile, data, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+			}
+		}
 		s.stop()
 	}
 	if directOnly {
