@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -41,7 +40,7 @@ func OpenPKCS11(cfg PKCS11Config) (*PKCS11KeyStore, error) {
 	if s, ok := pkcs11Contexts[cfg]; ok {
 		return s, nil
 	}
-	pin, err := os.ReadFile(cfg.PINFile)
+	pin, err := readCapped(cfg.PINFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading PKCS#11 PIN file: %w", err)
 	}
