@@ -19,6 +19,19 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				spec.Extra = nil
 			}
 		},
+		func(spec *certificates.SignerSpec, c randfill.Continue) {
+			c.FillNoCustom(spec)
+			// What v1alpha1 defaulting produces.
+			if spec.Approval.Mode == "" {
+				spec.Approval.Mode = certificates.ApprovalManual
+			}
+		},
+		func(status *certificates.SignerStatus, c randfill.Continue) {
+			c.FillNoCustom(status)
+			if len(status.Conditions) == 0 {
+				status.Conditions = nil
+			}
+		},
 		func(cond *certificates.CertificateSigningRequestCondition, c randfill.Continue) {
 			c.FillNoCustom(cond)
 			if cond.Status == "" {

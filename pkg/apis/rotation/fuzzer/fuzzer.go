@@ -1,0 +1,38 @@
+// Package fuzzer fills rotation.rekey.io objects with random but plausible
+// values for round-trip tests.
+package fuzzer
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/randfill"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+// Funcs returns the fuzzer functions of the rotation group.
+var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
+	return []interface{}{
+		func(spec *rotation.CertificateAuthoritySpec, c randfill.Continue) {
+			c.FillNoCustom(spec)
+			// What v1alpha1 defaulting produces.
+			if spec.KeyAlgorithm == "" {
+				spec.KeyAlgorithm = rotation.ECDSAP256
+			}
+			if spec.Validity.Duration == 0 {
+				spec.Validity = metav1.Duration{Duration: 10 * 365 * 24 * time.Hour}
+			}
+			if spec.KeyStore.Type == "" {
+				spec.KeyStore.Type = rotation.KeyStoreEtcd
+			}
+		},
+		func(status *rotation.CertificateAuthorityStatus, c randfill.Continue) {
+			c.FillNoCustom(status)
+			if len(status.Conditions) == 0 {
+				status.Conditions = nil
+			}
+		},
+	}
+}

@@ -1,0 +1,15 @@
+package install
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/apitesting/roundtrip"
+
+	"rekey.io/rekey/pkg/apis/rotation/fuzzer"
+)
+
+// TestRoundTripTypes fuzzes every type through internal -> v1alpha1 ->
+// JSON/YAML -> v1alpha1 -> internal and requires nothing to be lost.
+func TestRoundTripTypes(t *testing.T) {
+	roundtrip.RoundTripTestForAPIGroup(t, Install, fuzzer.Funcs)
+}
