@@ -9,17 +9,18 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"rekey.io/rekey/pkg/signing"
 )
 
 // Backdate is how far before "now" certificates start, to absorb clock skew.
-const Backdate = 5 * time.Minute
+const Backdate = signing.Backdate
 
 // KeyPair is a certificate and its private key.
 type KeyPair struct {
@@ -33,15 +34,9 @@ func NewCA(commonName string, validity time.Duration) (*KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating key for CA %q: %w", commonName, err)
 	}
-	template := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: commonName},
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	cert, err := sign(template, key.Public(), nil, key, validity)
+	cert, err := signing.NewSelfSignedCA(commonName, key, validity, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("self-signing CA %q: %w", commonName, err)
+		return nil, err
 	}
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
@@ -73,9 +68,6 @@ func sign(template *x509.Certificate, pub crypto.PublicKey, parent *x509.Certifi
 	template.SerialNumber = serial
 	template.NotBefore = now.Add(-Backdate)
 	template.NotAfter = now.Add(validity)
-	if parent == nil {
-		parent = template
-	}
 	der, err := x509.CreateCertificate(rand.Reader, template, parent, pub, parentKey)
 	if err != nil {
 		return nil, err

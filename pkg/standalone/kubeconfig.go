@@ -20,6 +20,12 @@ func (p PKI) WriteKubeconfig(path, server, user string, certPEM, keyPEM []byte) 
 	if err != nil {
 		return fmt.Errorf("reading serving CA: %w", err)
 	}
+	return WriteKubeconfig(path, server, caPEM, user, certPEM, keyPEM)
+}
+
+// WriteKubeconfig writes (mode 0600) a kubeconfig for server that trusts
+// caPEM and authenticates as user with a client certificate and key.
+func WriteKubeconfig(path, server string, caPEM []byte, user string, certPEM, keyPEM []byte) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["rekey"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,16 +8,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"rekey.io/rekey/pkg/pki"
 	"rekey.io/rekey/test/framework"
@@ -37,58 +31,32 @@ func mustCSR(subject pkix.Name) []byte {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
-type standaloneServer struct {
-	proc   *framework.Process
-	pid    int
-	config *rest.Config
-}
-
-func (s *standaloneServer) stop() { s.proc.Stop(30 * time.Second) }
-
-func startStandalone(dir, binary string) (*standaloneServer, error) {
+func startStandalone(dir, binary string) (*framework.Standalone, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	port := freePort()
-	args := []string{"--standalone", "--data-dir", dir,
-		"--secure-port", strconv.Itoa(port), "--signer-workers=16", "--profiling=" + strconv.FormatBool(profileFile != "" || heapFile != "")}
+	args := []string{"--signer-workers=16", "--profiling=" + strconv.FormatBool(profileFile != "" || heapFile != "")}
 	if extra := os.Getenv("REKEY_BENCH_SERVER_ARGS"); extra != "" {
 		args = append(args, strings.Fields(extra)...)
 	}
-	proc, err := framework.Start(dir, "rekey-standalone", binary, args...)
+	s, err := framework.LaunchStandalone(dir, binary, dir, freePort(), nil, args...)
 	if err != nil {
+		if s != nil {
+			s.Process.Stop(5 * time.Second)
+		}
 		return nil, err
 	}
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if proc.Exited() {
-			return nil, fmt.Errorf("rekey-apiserver exited:\n%s", proc.LogTail(3000))
-		}
-		if cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig); err == nil {
-			cfg.QPS, cfg.Burst = 10000, 20000
-			client := kubernetes.NewForConfigOrDie(cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			cancel()
-			if err == nil && string(body) == "ok" {
-				// Wait for the built-in CA to be ready before measuring.
-				time.Sleep(2 * time.Second)
-				return &standaloneServer{proc: proc, pid: proc.Pid(), config: cfg}, nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	proc.Stop(5 * time.Second)
-	return nil, fmt.Errorf("rekey-apiserver not ready:\n%s", proc.LogTail(3000))
+	s.Config.QPS, s.Config.Burst = 10000, 20000
+	// Wait for the built-in CA to be ready before measuring.
+	time.Sleep(2 * time.Second)
+	return s, nil
 }
 
 // startKCM runs kube-controller-manager with only the CSR controllers and

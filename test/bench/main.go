@@ -70,7 +70,7 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 		if err != nil {
 			return err
 		}
-		client := clientset.NewForConfigOrDie(s.config)
+		client := clientset.NewForConfigOrDie(s.Config)
 		if profileFile != "" {
 			go func() {
 				time.Sleep(2 * time.Second)
@@ -84,7 +84,7 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 		}
 		r := measure(ctx, "rekey standalone (direct)", &rekeyTarget{client: client, signerName: "rekey.io/kube-apiserver-client",
 			usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
-			requests, "direct", requesters, approvers, []int{s.pid}, []int{s.pid})
+			requests, "direct", requesters, approvers, []int{s.Pid()}, []int{s.Pid()})
 		results = append(results, r)
 		if heapFile != "" {
 			data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
@@ -95,7 +95,7 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 				fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
 			}
 		}
-		s.stop()
+		s.Process.Stop(30 * time.Second)
 	}
 	if directOnly {
 		fmt.Print(render(results, nil, n, requesters))

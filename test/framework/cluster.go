@@ -9,23 +9,22 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/pki"
+	"rekey.io/rekey/pkg/standalone"
 )
 
 const (
@@ -41,81 +40,6 @@ const (
 
 // APIServiceNames are rekey's APIServices.
 var APIServiceNames = []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io"}
-
-// Process is a child process with its log file.
-type Process struct {
-	Name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-// Start runs a binary with its output in a log file under dir.
-func Start(dir, name, binary string, args ...string) (*Process, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &Process{Name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
-	return p, nil
-}
-
-// Pid is the process ID.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// Exited reports whether the process has ended.
-func (p *Process) Exited() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true
-	default:
-		return false
-	}
-}
-
-// Stop sends SIGTERM, then SIGKILL after the grace period.
-func (p *Process) Stop(grace time.Duration) {
-	if p == nil || p.Exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		err := <-p.done
-		p.done <- err
-	}
-}
-
-// Kill ends the process at once, as a crash would.
-func (p *Process) Kill() {
-	if p == nil || p.Exited() {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	err := <-p.done
-	p.done <- err
-}
-
-// LogTail returns the end of the process's log.
-func (p *Process) LogTail(n int) string {
-	data, _ := os.ReadFile(p.log)
-	if len(data) > n {
-		data = data[len(data)-n:]
-	}
-	return string(data)
-}
 
 // Cluster is a real control plane on loopback: etcd, kube-apiserver with
 // RBAC, Node authorization and the aggregation layer, and rekey-apiserver
@@ -162,7 +86,7 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 	if err := c.makePKI(); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
+	ports, err := FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -305,16 +229,11 @@ func (c *Cluster) kubectl(stdin []byte, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", c.AdminKubeconfig, "--cache-dir", filepath.Join(c.Dir, "kubectl-cache")}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+	stdout, stderr, err := runKubectl(kubectl, c.AdminKubeconfig, filepath.Join(c.Dir, "kubectl-cache"), nil, stdin, args...)
+	if err != nil {
+		return stdout, fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	return stdout, nil
 }
 
 // applyArtifacts applies artifacts/deploy and artifacts/rbac as an operator
@@ -445,17 +364,8 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.KubeAPIURL, CertificateAuthorityData: c.ServingCA.CertPEM()}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM(), ClientKeyData: keyPEM}
-	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user}
-	cfg.CurrentContext = "e2e"
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return "", err
-	}
 	path := filepath.Join(c.Dir, "kubeconfig-"+sanitize(user))
-	return path, pki.WriteFileAtomic(path, data, 0o600)
+	return path, standalone.WriteKubeconfig(path, c.KubeAPIURL, c.ServingCA.CertPEM(), user, kp.CertPEM(), keyPEM)
 }
 
 // UserClient returns a rekey clientset that talks to the kube-apiserver
@@ -478,31 +388,15 @@ func sanitize(s string) string {
 	return strings.NewReplacer(":", "_", "/", "_", "*", "_").Replace(s)
 }
 
-func freePorts(n int) ([]int, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func waitFor(timeout time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = check(); err == nil {
 			return nil
+		}
+		if errors.Is(err, errExited) {
+			return err
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

@@ -19,7 +19,7 @@ func StartEtcd(t testing.TB) (string, *clientv3.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}

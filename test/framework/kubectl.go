@@ -77,8 +77,12 @@ func RunKubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (
 // a PATH that holds kubectl-rekey).
 func RunKubectlWithEnv(t testing.TB, kubeconfig string, env []string, stdin []byte, args ...string) (string, string, error) {
 	t.Helper()
+	return runKubectl(Kubectl(t), kubeconfig, t.TempDir(), env, stdin, args...)
+}
+
+func runKubectl(kubectl, kubeconfig, cacheDir string, env []string, stdin []byte, args ...string) (string, string, error) {
 	// Connection flags go last: kubectl refuses flags before a plugin name.
-	cmd := exec.Command(Kubectl(t), append(args, "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir())...)
+	cmd := exec.Command(kubectl, append(args, "--kubeconfig", kubeconfig, "--cache-dir", cacheDir)...)
 	cmd.Env = append(os.Environ(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -5,15 +5,14 @@ package framework
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,25 +69,21 @@ func BinaryPath(name string) (string, error) {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		t.Fatalf("finding a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // Standalone is a running `rekey-apiserver --standalone`.
 type Standalone struct {
+	*Process
 	DataDir    string
 	Port       int
 	Kubeconfig string
 	Config     *rest.Config
 	Client     clientset.Interface
-
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
 }
 
 // StartStandalone runs rekey-apiserver --standalone with dataDir and waits
@@ -102,65 +97,62 @@ func StartStandalone(t testing.TB, dataDir string, extraArgs ...string) *Standal
 // variables for the server process (e.g. SOFTHSM2_CONF).
 func StartStandaloneWithEnv(t testing.TB, dataDir string, env []string, extraArgs ...string) *Standalone {
 	t.Helper()
-	s := &Standalone{DataDir: dataDir, Port: FreePort(t)}
-	logFile, err := os.CreateTemp("", "rekey-apiserver-*.log")
+	s, err := LaunchStandalone(t.TempDir(), Binary(t, "rekey-apiserver"), dataDir, FreePort(t), env, extraArgs...)
+	if s != nil {
+		t.Cleanup(func() {
+			s.Stop(t)
+			if t.Failed() {
+				t.Logf("rekey-apiserver log (tail):\n%s", s.LogTail(20000))
+			}
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.log = logFile
-	args := append([]string{"--standalone", "--data-dir", dataDir, "--secure-port", strconv.Itoa(s.Port)}, extraArgs...)
-	s.cmd = exec.Command(Binary(t, "rekey-apiserver"), args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.Env = append(os.Environ(), env...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting rekey-apiserver: %v", err)
-	}
-	s.done = make(chan error, 1)
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		s.Stop(t)
-		if t.Failed() {
-			s.dumpLog(t)
-		}
-		os.Remove(logFile.Name())
-	})
-	s.Kubeconfig = filepath.Join(dataDir, standalone.AdminKubeconfigFile)
-	s.waitReady(t)
 	return s
 }
 
-func (s *Standalone) waitReady(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			s.dumpLog(t)
-			t.Fatalf("rekey-apiserver exited before becoming ready: %v", err)
-		default:
-		}
-		if cfg, err := s.restConfigIfWritten(); err == nil {
-			client, err := clientset.NewForConfig(cfg)
-			if err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-				cancel()
-				if err == nil && string(body) == "ok" {
-					s.Config, s.Client = cfg, client
-					return
-				}
-				lastErr = err
-			}
-		} else {
-			lastErr = err
-		}
-		time.Sleep(200 * time.Millisecond)
+// LaunchStandalone runs binary --standalone with dataDir on port, its log
+// in logDir, and waits until it is ready. On a readiness failure it returns
+// the process too, so the caller can stop it and read its log.
+func LaunchStandalone(logDir, binary, dataDir string, port int, env []string, extraArgs ...string) (*Standalone, error) {
+	args := append([]string{"--standalone", "--data-dir", dataDir, "--secure-port", strconv.Itoa(port)}, extraArgs...)
+	proc, err := StartWithEnv(logDir, "rekey-apiserver", binary, env, args...)
+	if err != nil {
+		return nil, err
 	}
-	s.dumpLog(t)
-	t.Fatalf("rekey-apiserver not ready within 90s: %v", lastErr)
+	s := &Standalone{Process: proc, DataDir: dataDir, Port: port, Kubeconfig: filepath.Join(dataDir, standalone.AdminKubeconfigFile)}
+	err = waitFor(90*time.Second, func() error {
+		if proc.Exited() {
+			return errExited
+		}
+		cfg, err := s.restConfigIfWritten()
+		if err != nil {
+			return err
+		}
+		client, err := clientset.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(body) != "ok" {
+			return fmt.Errorf("readyz: %s", body)
+		}
+		s.Config, s.Client = cfg, client
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("rekey-apiserver not ready: %w\n%s", err, proc.LogTail(20000))
+	}
+	return s, nil
 }
+
+var errExited = errors.New("rekey-apiserver exited")
 
 // restConfigIfWritten loads the admin kubeconfig once this server run has
 // written it (its server URL names this run's port).
@@ -176,54 +168,12 @@ func (s *Standalone) restConfigIfWritten() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Kill ends the server at once, as a crash would.
-func (s *Standalone) Kill() {
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return
-	default:
-	}
-	_ = s.cmd.Process.Kill()
-	err := <-s.done
-	s.done <- err
-}
-
-// Log returns the server's log so far.
-func (s *Standalone) Log() string {
-	data, _ := os.ReadFile(s.log.Name())
-	return string(data)
-}
-
-// Stop sends SIGTERM and waits for the process to exit.
+// Stop sends SIGTERM and waits for the process to exit; a server that does
+// not stop within 30s fails the test.
 func (s *Standalone) Stop(t testing.TB) {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		s.done <- err
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		err := <-s.done
-		s.done <- err
+	if !s.Stopped(30 * time.Second) {
 		t.Errorf("rekey-apiserver did not stop within 30s of SIGTERM")
 	}
-}
-
-func (s *Standalone) dumpLog(t testing.TB) {
-	data, _ := os.ReadFile(s.log.Name())
-	if len(data) > 20000 {
-		data = data[len(data)-20000:]
-	}
-	t.Logf("rekey-apiserver log (tail):\n%s", data)
 }
 
 // ClientFor returns a client authenticated as user in groups, with a client

@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -317,7 +318,7 @@ func TestNonAdminUsersRequestButCannotApprove(t *testing.T) {
 
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
-	data, err := osReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,8 +111,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			}
 			status.Current = cur
 			status.TrustBundle = cur.Certificate
-		}
-		if err := c.reachable(ctx, ca, status.Current.KeyID); err != nil {
+		} else if err := c.reachable(ctx, ca, status.Current.KeyID); err != nil {
+			// The key was made on an earlier sync (creating it just now
+			// proved the store reachable): check it is still there.
 			c.notReady(status, "KeyStoreUnavailable", err.Error())
 			recheck = 10 * time.Second
 			break

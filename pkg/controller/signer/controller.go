@@ -95,16 +95,23 @@ func (c *Controller) CAChanged(caName string) {
 	if err != nil {
 		return
 	}
+	waiting := map[string]bool{}
 	for _, s := range signers {
-		if s.Spec.CertificateAuthorityRef.Name != caName {
-			continue
+		if s.Spec.CertificateAuthorityRef.Name == caName {
+			c.queue.Add(signerKeyPrefix + s.Name)
+			waiting[s.Spec.SignerName] = true
 		}
-		c.queue.Add(signerKeyPrefix + s.Name)
-		csrs, _ := c.csrs.List(everything)
-		for _, csr := range csrs {
-			if csr.Spec.SignerName == s.Spec.SignerName && csrutil.NeedsSigning(csr) {
-				c.queue.Add(csr.Name)
-			}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	csrs, err := c.csrs.List(everything)
+	if err != nil {
+		return
+	}
+	for _, csr := range csrs {
+		if waiting[csr.Spec.SignerName] && csrutil.NeedsSigning(csr) {
+			c.queue.Add(csr.Name)
 		}
 	}
 }

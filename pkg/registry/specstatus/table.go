@@ -25,6 +25,8 @@ func (t Table[T]) ConvertToTable(ctx context.Context, obj runtime.Object, tableO
 	}, t.Columns...)}
 	if m, err := meta.ListAccessor(obj); err == nil {
 		table.ResourceVersion, table.Continue, table.RemainingItemCount = m.GetResourceVersion(), m.GetContinue(), m.GetRemainingItemCount()
+	} else if m, err := meta.CommonAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
 	}
 	var items []T
 	if one, ok := obj.(T); ok {

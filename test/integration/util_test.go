@@ -1,5 +1,0 @@
-package integration
-
-import "os"
-
-var osReadFile = os.ReadFile
