@@ -46,6 +46,7 @@ verify-tidy:
 	hack/verify-tidy.sh
 
 verify-codegen:
+	hack/install-packages.sh
 	hack/verify-codegen.sh
 
 update-codegen:

@@ -5,20 +5,7 @@
 set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-PACKAGES=(softhsm2 swtpm swtpm-tools tpm2-tools openssl)
-missing=()
-for p in "${PACKAGES[@]}"; do
-	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-		echo "installing ${missing[*]}" >&2
-		apt-get update -qq >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-	else
-		echo "warning: missing packages ${missing[*]} and cannot apt-get install them; tests that need them will fail" >&2
-	fi
-fi
+"$ROOT/hack/install-packages.sh"
 
 # The tests need etcd and kube-apiserver; kubectl only when the machine has
 # none (tests prefer $KUBECTL, then the one on PATH).

@@ -13,3 +13,9 @@ import (
 func TestRoundTripTypes(t *testing.T) {
 	roundtrip.RoundTripTestForAPIGroup(t, Install, fuzzer.Funcs)
 }
+
+// TestRoundTripProtobuf does the same through protobuf, the wire and
+// storage encoding the server and the generated clients prefer.
+func TestRoundTripProtobuf(t *testing.T) {
+	roundtrip.RoundTripProtobufTestForAPIGroup(t, Install, fuzzer.Funcs)
+}

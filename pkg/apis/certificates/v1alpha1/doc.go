@@ -2,6 +2,7 @@
 // +k8s:conversion-gen=rekey.io/rekey/pkg/apis/certificates
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:openapi-gen=true
+// +k8s:protobuf-gen=package
 // +k8s:openapi-model-package=io.rekey.certificates.v1alpha1
 // +groupName=certificates.rekey.io
 

@@ -18,38 +18,38 @@ import (
 type Signer struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec declares the signer.
-	Spec SignerSpec `json:"spec"`
+	Spec SignerSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the signer.
 	// +optional
-	Status SignerStatus `json:"status,omitempty"`
+	Status SignerStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // SignerSpec declares a signer.
 type SignerSpec struct {
 	// signerName is the name requests use in spec.signerName, "<domain>/<path>".
 	// Immutable.
-	SignerName string `json:"signerName"`
+	SignerName string `json:"signerName" protobuf:"bytes,1,opt,name=signerName"`
 
 	// certificateAuthorityRef names the rotation.rekey.io CertificateAuthority
 	// whose key signs this signer's certificates. Immutable.
-	CertificateAuthorityRef CertificateAuthorityReference `json:"certificateAuthorityRef"`
+	CertificateAuthorityRef CertificateAuthorityReference `json:"certificateAuthorityRef" protobuf:"bytes,2,opt,name=certificateAuthorityRef"`
 
 	// policy is what the signer will put into a certificate.
-	Policy SignerPolicy `json:"policy"`
+	Policy SignerPolicy `json:"policy" protobuf:"bytes,3,opt,name=policy"`
 
 	// approval says how this signer's requests are approved.
 	// +optional
-	Approval SignerApproval `json:"approval,omitempty"`
+	Approval SignerApproval `json:"approval,omitempty" protobuf:"bytes,4,opt,name=approval"`
 }
 
 // CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.
 type CertificateAuthorityReference struct {
 	// name of the CertificateAuthority.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 }
 
 // SignerPolicy is what a signer will sign. The CA bit is never set.
@@ -58,31 +58,31 @@ type SignerPolicy struct {
 	// any other usage fails. Empty means any known usage.
 	// +listType=atomic
 	// +optional
-	AllowedUsages []KeyUsage `json:"allowedUsages,omitempty"`
+	AllowedUsages []KeyUsage `json:"allowedUsages,omitempty" protobuf:"bytes,1,rep,name=allowedUsages,casttype=KeyUsage"`
 
 	// requiredUsages must all be in a request's usages. Together with
 	// allowedUsages equal to the same set, this demands an exact set.
 	// +listType=atomic
 	// +optional
-	RequiredUsages []KeyUsage `json:"requiredUsages,omitempty"`
+	RequiredUsages []KeyUsage `json:"requiredUsages,omitempty" protobuf:"bytes,2,rep,name=requiredUsages,casttype=KeyUsage"`
 
 	// defaultDuration is the lifetime of certificates whose request has no
 	// expirationSeconds. Defaults to maxDuration.
 	// +optional
-	DefaultDuration *metav1.Duration `json:"defaultDuration,omitempty"`
+	DefaultDuration *metav1.Duration `json:"defaultDuration,omitempty" protobuf:"bytes,3,opt,name=defaultDuration"`
 
 	// maxDuration caps the lifetime: a certificate lives for the smaller of
 	// the requested duration and maxDuration, and never past the CA's own
 	// expiry. At least 10m.
-	MaxDuration metav1.Duration `json:"maxDuration"`
+	MaxDuration metav1.Duration `json:"maxDuration" protobuf:"bytes,4,opt,name=maxDuration"`
 
 	// subject restricts the subject of requests.
 	// +optional
-	Subject SubjectPolicy `json:"subject,omitempty"`
+	Subject SubjectPolicy `json:"subject,omitempty" protobuf:"bytes,5,opt,name=subject"`
 
 	// subjectAltNames restricts subject alternative names.
 	// +optional
-	SubjectAltNames SubjectAltNamePolicy `json:"subjectAltNames,omitempty"`
+	SubjectAltNames SubjectAltNamePolicy `json:"subjectAltNames,omitempty" protobuf:"bytes,6,opt,name=subjectAltNames"`
 }
 
 // SubjectPolicy restricts the subject of requests.
@@ -90,18 +90,18 @@ type SubjectPolicy struct {
 	// commonNamePrefix, when set, must start the subject common name, and the
 	// common name must be longer than it.
 	// +optional
-	CommonNamePrefix string `json:"commonNamePrefix,omitempty"`
+	CommonNamePrefix string `json:"commonNamePrefix,omitempty" protobuf:"bytes,1,opt,name=commonNamePrefix"`
 
 	// organizations, when set, must be exactly the subject organizations
 	// (in any order).
 	// +listType=atomic
 	// +optional
-	Organizations []string `json:"organizations,omitempty"`
+	Organizations []string `json:"organizations,omitempty" protobuf:"bytes,2,rep,name=organizations"`
 
 	// forbiddenOrganizations may not appear among the subject organizations.
 	// +listType=atomic
 	// +optional
-	ForbiddenOrganizations []string `json:"forbiddenOrganizations,omitempty"`
+	ForbiddenOrganizations []string `json:"forbiddenOrganizations,omitempty" protobuf:"bytes,3,rep,name=forbiddenOrganizations"`
 }
 
 // SubjectAltNameType is a kind of subject alternative name: DNS, IP, Email or URI.
@@ -123,11 +123,11 @@ type SubjectAltNamePolicy struct {
 	// type fails. Empty means none.
 	// +listType=atomic
 	// +optional
-	Allowed []SubjectAltNameType `json:"allowed,omitempty"`
+	Allowed []SubjectAltNameType `json:"allowed,omitempty" protobuf:"bytes,1,rep,name=allowed,casttype=SubjectAltNameType"`
 
 	// requireDNSOrIP demands at least one DNS or IP SAN.
 	// +optional
-	RequireDNSOrIP bool `json:"requireDNSOrIP,omitempty"`
+	RequireDNSOrIP bool `json:"requireDNSOrIP,omitempty" protobuf:"varint,2,opt,name=requireDNSOrIP"`
 }
 
 // ApprovalMode says who approves a signer's requests: Manual (people or
@@ -148,21 +148,21 @@ const (
 type SignerApproval struct {
 	// mode is Manual (default), NodeClient or Attestation.
 	// +optional
-	Mode ApprovalMode `json:"mode,omitempty"`
+	Mode ApprovalMode `json:"mode,omitempty" protobuf:"bytes,1,opt,name=mode,casttype=ApprovalMode"`
 }
 
 // SignerStatus is the observed state of a signer.
 type SignerStatus struct {
 	// observedGeneration is the generation the conditions describe.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Ready is True when the CA key can be reached and the
 	// signer is signing; its reason says why not otherwise.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -171,10 +171,10 @@ type SignerStatus struct {
 type SignerList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// items are the signers.
-	Items []Signer `json:"items"`
+	Items []Signer `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // SignerReady is the condition type saying the signer can sign.

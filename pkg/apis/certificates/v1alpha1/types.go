@@ -21,17 +21,17 @@ import (
 type CertificateSigningRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec contains the certificate request, and is immutable after creation.
 	// Only the request, signerName, expirationSeconds, and usages fields can be set on creation.
 	// Other fields are derived by the server from the authenticated requester.
-	Spec CertificateSigningRequestSpec `json:"spec"`
+	Spec CertificateSigningRequestSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status contains information about whether the request is approved or denied,
 	// and the certificate issued by the signer, or the failure condition indicating signer failure.
 	// +optional
-	Status CertificateSigningRequestStatus `json:"status,omitempty"`
+	Status CertificateSigningRequestStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // CertificateSigningRequestSpec contains the certificate request.
@@ -39,7 +39,7 @@ type CertificateSigningRequestSpec struct {
 	// request contains an x509 certificate signing request encoded in a "CERTIFICATE REQUEST" PEM block.
 	// When serialized as JSON or YAML, the data is additionally base64-encoded.
 	// +listType=atomic
-	Request []byte `json:"request"`
+	Request []byte `json:"request" protobuf:"bytes,1,opt,name=request"`
 
 	// signerName indicates the requested signer, and is a qualified name
 	// of the form "<domain>/<path>", at most 571 characters long.
@@ -53,7 +53,7 @@ type CertificateSigningRequestSpec struct {
 	//
 	// Custom signerNames can also be specified. The signer defines how trust is
 	// distributed and what it will sign. Select on this field with "spec.signerName".
-	SignerName string `json:"signerName"`
+	SignerName string `json:"signerName" protobuf:"bytes,2,opt,name=signerName"`
 
 	// expirationSeconds is the requested duration of validity of the issued
 	// certificate. The signer may issue a certificate with a different
@@ -61,7 +61,7 @@ type CertificateSigningRequestSpec struct {
 	// and notAfter fields in the issued certificate to determine the actual duration.
 	// The minimum valid value for expirationSeconds is 600, i.e. 10 minutes.
 	// +optional
-	ExpirationSeconds *int32 `json:"expirationSeconds,omitempty"`
+	ExpirationSeconds *int32 `json:"expirationSeconds,omitempty" protobuf:"varint,3,opt,name=expirationSeconds"`
 
 	// usages specifies a set of key usages requested in the issued certificate.
 	//
@@ -77,32 +77,33 @@ type CertificateSigningRequestSpec struct {
 	//  "ipsec end system", "ipsec tunnel", "ipsec user",
 	//  "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc"
 	// +listType=atomic
-	Usages []KeyUsage `json:"usages,omitempty"`
+	Usages []KeyUsage `json:"usages,omitempty" protobuf:"bytes,4,rep,name=usages,casttype=KeyUsage"`
 
 	// username contains the name of the user that created the request.
 	// Populated by the server on creation and immutable.
 	// +optional
-	Username string `json:"username,omitempty"`
+	Username string `json:"username,omitempty" protobuf:"bytes,5,opt,name=username"`
 
 	// uid contains the uid of the user that created the request.
 	// Populated by the server on creation and immutable.
 	// +optional
-	UID string `json:"uid,omitempty"`
+	UID string `json:"uid,omitempty" protobuf:"bytes,6,opt,name=uid"`
 
 	// groups contains group membership of the user that created the request.
 	// Populated by the server on creation and immutable.
 	// +listType=atomic
 	// +optional
-	Groups []string `json:"groups,omitempty"`
+	Groups []string `json:"groups,omitempty" protobuf:"bytes,7,rep,name=groups"`
 
 	// extra contains extra attributes of the user that created the request.
 	// Populated by the server on creation and immutable.
 	// +optional
-	Extra map[string]ExtraValue `json:"extra,omitempty"`
+	Extra map[string]ExtraValue `json:"extra,omitempty" protobuf:"bytes,8,rep,name=extra"`
 }
 
 // ExtraValue masks the value so protobuf can generate
 // +protobuf.nullable=true
+// +protobuf.options.(gogoproto.goproto_stringer)=false
 type ExtraValue []string
 
 func (t ExtraValue) String() string {
@@ -116,7 +117,7 @@ type CertificateSigningRequestStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
-	Conditions []CertificateSigningRequestCondition `json:"conditions,omitempty"`
+	Conditions []CertificateSigningRequestCondition `json:"conditions,omitempty" protobuf:"bytes,1,rep,name=conditions"`
 
 	// certificate is populated with an issued certificate by the signer after an Approved condition is present.
 	// This field is set via the /status subresource. Once populated, this field is immutable.
@@ -136,7 +137,7 @@ type CertificateSigningRequestStatus struct {
 	// and subsequent blocks should be treated as intermediate certificates and presented in TLS handshakes.
 	// +listType=atomic
 	// +optional
-	Certificate []byte `json:"certificate,omitempty"`
+	Certificate []byte `json:"certificate,omitempty" protobuf:"bytes,2,opt,name=certificate"`
 }
 
 // RequestConditionType is the type of a CertificateSigningRequestCondition
@@ -169,29 +170,29 @@ type CertificateSigningRequestCondition struct {
 	// Approved, Denied, and Failed conditions cannot be removed once added.
 	//
 	// Only one condition of a given type is allowed.
-	Type RequestConditionType `json:"type"`
+	Type RequestConditionType `json:"type" protobuf:"bytes,1,opt,name=type,casttype=RequestConditionType"`
 
 	// status of the condition, one of True, False, Unknown.
 	// Approved, Denied, and Failed conditions may not be "False" or "Unknown".
-	Status metav1.ConditionStatus `json:"status"`
+	Status metav1.ConditionStatus `json:"status" protobuf:"bytes,2,opt,name=status,casttype=k8s.io/apimachinery/pkg/apis/meta/v1.ConditionStatus"`
 
 	// reason indicates a brief reason for the request state
 	// +optional
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 
 	// message contains a human readable message with details about the request state
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
 
 	// lastUpdateTime is the time of the last update to this condition
 	// +optional
-	LastUpdateTime metav1.Time `json:"lastUpdateTime,omitempty"`
+	LastUpdateTime metav1.Time `json:"lastUpdateTime,omitempty" protobuf:"bytes,5,opt,name=lastUpdateTime"`
 
 	// lastTransitionTime is the time the condition last transitioned from one status to another.
 	// If unset, when a new condition type is added or an existing condition's status is changed,
 	// the server defaults this to the current time.
 	// +optional
-	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty" protobuf:"bytes,6,opt,name=lastTransitionTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -200,10 +201,10 @@ type CertificateSigningRequestCondition struct {
 type CertificateSigningRequestList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// items is a collection of CertificateSigningRequest objects
-	Items []CertificateSigningRequest `json:"items"`
+	Items []CertificateSigningRequest `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // KeyUsage specifies valid usage contexts for keys.

@@ -14,14 +14,14 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 type CertificateAuthority struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec declares the CA. It is immutable: rotate to change the key.
-	Spec CertificateAuthoritySpec `json:"spec"`
+	Spec CertificateAuthoritySpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the CA.
 	// +optional
-	Status CertificateAuthorityStatus `json:"status,omitempty"`
+	Status CertificateAuthorityStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // KeyAlgorithm is the algorithm of a CA key: ECDSA-P256, ECDSA-P384,
@@ -57,55 +57,55 @@ type CertificateAuthoritySpec struct {
 	// commonName is the subject common name of the CA certificate. Ignored
 	// by the File key store, which adopts the certificate it finds.
 	// +optional
-	CommonName string `json:"commonName,omitempty"`
+	CommonName string `json:"commonName,omitempty" protobuf:"bytes,1,opt,name=commonName"`
 
 	// keyAlgorithm is the algorithm of the CA key. Defaults to ECDSA-P256.
 	// The PKCS11 key store does not support Ed25519.
 	// +optional
-	KeyAlgorithm KeyAlgorithm `json:"keyAlgorithm,omitempty"`
+	KeyAlgorithm KeyAlgorithm `json:"keyAlgorithm,omitempty" protobuf:"bytes,2,opt,name=keyAlgorithm,casttype=KeyAlgorithm"`
 
 	// validity is the lifetime of the CA certificate. Defaults to 87600h
 	// (10 years); at least 1h.
 	// +optional
-	Validity metav1.Duration `json:"validity,omitempty"`
+	Validity metav1.Duration `json:"validity,omitempty" protobuf:"bytes,3,opt,name=validity"`
 
 	// keyStore says where the private key lives.
 	// +optional
-	KeyStore KeyStore `json:"keyStore,omitempty"`
+	KeyStore KeyStore `json:"keyStore,omitempty" protobuf:"bytes,4,opt,name=keyStore"`
 }
 
 // KeyStore says where the private key lives.
 type KeyStore struct {
 	// type is Etcd (default), File or PKCS11.
 	// +optional
-	Type KeyStoreType `json:"type,omitempty"`
+	Type KeyStoreType `json:"type,omitempty" protobuf:"bytes,1,opt,name=type,casttype=KeyStoreType"`
 
 	// file locates the PEM files of an existing CA. Required for type File.
 	// The files are read on the server's host and re-read when they change.
 	// +optional
-	File *FileKeyStore `json:"file,omitempty"`
+	File *FileKeyStore `json:"file,omitempty" protobuf:"bytes,2,opt,name=file"`
 
 	// pkcs11 locates the token. Required for type PKCS11.
 	// +optional
-	Pkcs11 *PKCS11KeyStore `json:"pkcs11,omitempty"`
+	Pkcs11 *PKCS11KeyStore `json:"pkcs11,omitempty" protobuf:"bytes,3,opt,name=pkcs11"`
 }
 
 // FileKeyStore adopts an existing CA from PEM files.
 type FileKeyStore struct {
 	// certFile is the path of the PEM CA certificate.
-	CertFile string `json:"certFile"`
+	CertFile string `json:"certFile" protobuf:"bytes,1,opt,name=certFile"`
 	// keyFile is the path of the PEM private key (PKCS#1, PKCS#8 or SEC 1).
-	KeyFile string `json:"keyFile"`
+	KeyFile string `json:"keyFile" protobuf:"bytes,2,opt,name=keyFile"`
 }
 
 // PKCS11KeyStore keeps the key in a PKCS#11 token.
 type PKCS11KeyStore struct {
 	// modulePath is the path of the PKCS#11 module, e.g. /usr/lib/softhsm/libsofthsm2.so.
-	ModulePath string `json:"modulePath"`
+	ModulePath string `json:"modulePath" protobuf:"bytes,1,opt,name=modulePath"`
 	// tokenLabel selects the token.
-	TokenLabel string `json:"tokenLabel"`
+	TokenLabel string `json:"tokenLabel" protobuf:"bytes,2,opt,name=tokenLabel"`
 	// pinFile is the path of a file holding the user PIN (never the PIN itself).
-	PINFile string `json:"pinFile"`
+	PINFile string `json:"pinFile" protobuf:"bytes,3,opt,name=pinFile"`
 }
 
 // RotationPhase is the phase of a CA rotation: "", Preparing, Prepared,
@@ -126,58 +126,58 @@ const (
 type CertificateAuthorityStatus struct {
 	// observedGeneration is the generation this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// phase of the current or last rotation.
 	// +optional
-	Phase RotationPhase `json:"phase,omitempty"`
+	Phase RotationPhase `json:"phase,omitempty" protobuf:"bytes,2,opt,name=phase,casttype=RotationPhase"`
 
 	// lastInitiationTime is when the last rotation was started.
 	// +optional
-	LastInitiationTime *metav1.Time `json:"lastInitiationTime,omitempty"`
+	LastInitiationTime *metav1.Time `json:"lastInitiationTime,omitempty" protobuf:"bytes,3,opt,name=lastInitiationTime"`
 	// lastInitiationFinishedTime is when the last rotation reached Prepared.
 	// +optional
-	LastInitiationFinishedTime *metav1.Time `json:"lastInitiationFinishedTime,omitempty"`
+	LastInitiationFinishedTime *metav1.Time `json:"lastInitiationFinishedTime,omitempty" protobuf:"bytes,4,opt,name=lastInitiationFinishedTime"`
 	// lastCompletionTriggeredTime is when the last rotation was asked to complete.
 	// +optional
-	LastCompletionTriggeredTime *metav1.Time `json:"lastCompletionTriggeredTime,omitempty"`
+	LastCompletionTriggeredTime *metav1.Time `json:"lastCompletionTriggeredTime,omitempty" protobuf:"bytes,5,opt,name=lastCompletionTriggeredTime"`
 	// lastCompletionTime is when the last rotation reached Completed.
 	// +optional
-	LastCompletionTime *metav1.Time `json:"lastCompletionTime,omitempty"`
+	LastCompletionTime *metav1.Time `json:"lastCompletionTime,omitempty" protobuf:"bytes,6,opt,name=lastCompletionTime"`
 
 	// current is the CA certificate that signs.
 	// +optional
-	Current *CACertificate `json:"current,omitempty"`
+	Current *CACertificate `json:"current,omitempty" protobuf:"bytes,7,opt,name=current"`
 	// previous is the CA certificate being rotated out, still trusted.
 	// +optional
-	Previous *CACertificate `json:"previous,omitempty"`
+	Previous *CACertificate `json:"previous,omitempty" protobuf:"bytes,8,opt,name=previous"`
 
 	// trustBundle is the PEM of every CA certificate to trust now.
 	// +optional
-	TrustBundle string `json:"trustBundle,omitempty"`
+	TrustBundle string `json:"trustBundle,omitempty" protobuf:"bytes,9,opt,name=trustBundle"`
 
 	// conditions: Ready is True when the key can be reached and the CA signs.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,10,rep,name=conditions"`
 }
 
 // CACertificate describes one CA certificate.
 type CACertificate struct {
 	// certificate is the PEM CA certificate.
-	Certificate string `json:"certificate"`
+	Certificate string `json:"certificate" protobuf:"bytes,1,opt,name=certificate"`
 	// fingerprint is the SHA-256 of the certificate's DER, as "SHA256:" and hex.
-	Fingerprint string `json:"fingerprint"`
+	Fingerprint string `json:"fingerprint" protobuf:"bytes,2,opt,name=fingerprint"`
 	// serialNumber is the certificate's serial number in hex.
-	SerialNumber string `json:"serialNumber"`
+	SerialNumber string `json:"serialNumber" protobuf:"bytes,3,opt,name=serialNumber"`
 	// notBefore is the start of validity.
-	NotBefore metav1.Time `json:"notBefore"`
+	NotBefore metav1.Time `json:"notBefore" protobuf:"bytes,4,opt,name=notBefore"`
 	// notAfter is the end of validity.
-	NotAfter metav1.Time `json:"notAfter"`
+	NotAfter metav1.Time `json:"notAfter" protobuf:"bytes,5,opt,name=notAfter"`
 	// keyID names the private key inside the key store (not secret).
 	// +optional
-	KeyID string `json:"keyID,omitempty"`
+	KeyID string `json:"keyID,omitempty" protobuf:"bytes,6,opt,name=keyID"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -186,10 +186,10 @@ type CACertificate struct {
 type CertificateAuthorityList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// items are the certificate authorities.
-	Items []CertificateAuthority `json:"items"`
+	Items []CertificateAuthority `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // CertificateAuthorityReady is the condition type saying the CA can sign.

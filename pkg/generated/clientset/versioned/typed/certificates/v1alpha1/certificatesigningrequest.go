@@ -75,6 +75,7 @@ func newCertificateSigningRequests(c *CertificatesV1alpha1Client) *certificateSi
 			func() *certificatesv1alpha1.CertificateSigningRequestList {
 				return &certificatesv1alpha1.CertificateSigningRequestList{}
 			},
+			gentype.PrefersProtobuf[*certificatesv1alpha1.CertificateSigningRequest](),
 		),
 	}
 }
@@ -83,6 +84,7 @@ func newCertificateSigningRequests(c *CertificatesV1alpha1Client) *certificateSi
 func (c *certificateSigningRequests) UpdateApproval(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.UpdateOptions) (result *certificatesv1alpha1.CertificateSigningRequest, err error) {
 	result = &certificatesv1alpha1.CertificateSigningRequest{}
 	err = c.GetClient().Put().
+		UseProtobufAsDefault().
 		Resource("certificatesigningrequests").
 		Name(certificateSigningRequestName).
 		SubResource("approval").

@@ -69,6 +69,7 @@ func newSigners(c *CertificatesV1alpha1Client) *signers {
 			"",
 			func() *certificatesv1alpha1.Signer { return &certificatesv1alpha1.Signer{} },
 			func() *certificatesv1alpha1.SignerList { return &certificatesv1alpha1.SignerList{} },
+			gentype.PrefersProtobuf[*certificatesv1alpha1.Signer](),
 		),
 	}
 }

@@ -69,6 +69,7 @@ func newCertificateAuthorities(c *RotationV1alpha1Client) *certificateAuthoritie
 			"",
 			func() *rotationv1alpha1.CertificateAuthority { return &rotationv1alpha1.CertificateAuthority{} },
 			func() *rotationv1alpha1.CertificateAuthorityList { return &rotationv1alpha1.CertificateAuthorityList{} },
+			gentype.PrefersProtobuf[*rotationv1alpha1.CertificateAuthority](),
 		),
 	}
 }
