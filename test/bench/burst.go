@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -64,20 +63,20 @@ func bootstrapBurst(ctx context.Context, cfg *rest.Config, n int) (result, error
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				body, _ := json.Marshal(&certv1alpha1.CertificateSigningRequest{
-					TypeMeta:   metav1.TypeMeta{APIVersion: "certificates.rekey.io/v1alpha1", Kind: "CertificateSigningRequest"},
+				csr := &certv1alpha1.CertificateSigningRequest{
 					ObjectMeta: metav1.ObjectMeta{Name: "burst-" + nodes[i]},
 					Spec: certv1alpha1.CertificateSigningRequestSpec{
 						Request:    requests[i],
 						SignerName: "rekey.io/kube-apiserver-client-kubelet",
 						Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
 					},
-				})
-				err := client.CertificatesV1alpha1().RESTClient().Post().Resource("certificatesigningrequests").
+				}
+				// As the generated client sends it (protobuf), with the
+				// node's identity in impersonation headers.
+				err := client.CertificatesV1alpha1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests").
 					SetHeader("Impersonate-User", "system:node:"+nodes[i]).
 					SetHeader("Impersonate-Group", "system:nodes").
-					SetHeader("Content-Type", "application/json").
-					Body(body).Do(ctx).Error()
+					Body(csr).Do(ctx).Error()
 				if err != nil {
 					errs.Add(1)
 					fmt.Fprintf(os.Stderr, "  burst create: %v\n", err)

@@ -25,6 +25,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	netutils "k8s.io/utils/net"
@@ -73,6 +74,10 @@ type Options struct {
 	SignerWorkers int
 	// CleanerInterval is how often finished requests are deleted.
 	CleanerInterval time.Duration
+	// AuthorizationQPS and AuthorizationBurst limit the SubjectAccessReviews
+	// sent to the cluster (delegated authorization and NodeClient approval).
+	AuthorizationQPS   float32
+	AuthorizationBurst int
 
 	embedEtcd bool
 
@@ -93,6 +98,9 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 		LeaseDuration:   15 * time.Second,
 		SignerWorkers:   8,
 		CleanerInterval: time.Minute,
+
+		AuthorizationQPS:   defaultAuthorizationQPS,
+		AuthorizationBurst: defaultAuthorizationBurst,
 		Stdout:          stdout,
 		Stderr:          stderr,
 	}
@@ -108,6 +116,13 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	// Profiling handlers are off unless asked for (--profiling).
 	o.RecommendedOptions.Features.EnableProfiling = false
 	rekeyadmission.RegisterAll(o.RecommendedOptions.Admission.Plugins)
+	// Watch streams are not gzipped unless --feature-gates turns it back on:
+	// rekey's watch events are single objects of a few kilobytes, flushed
+	// one by one, where per-flush compression costs both ends more CPU
+	// than it saves bytes.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.WatchListCompression): false}); err != nil {
+		panic(fmt.Sprintf("feature gate %s: %v", features.WatchListCompression, err))
+	}
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, rekeyadmission.PluginNames...)
 	return o
 }
@@ -145,7 +160,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	ctrl.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
 	ctrl.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
 
-	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	generic := fss.FlagSet("generic")
+	generic.Float32Var(&o.AuthorizationQPS, "authorization-webhook-qps", o.AuthorizationQPS,
+		"SubjectAccessReviews a second rekey may send to the cluster, for authorization and NodeClient approval.")
+	generic.IntVar(&o.AuthorizationBurst, "authorization-webhook-burst", o.AuthorizationBurst,
+		"Burst of SubjectAccessReviews above --authorization-webhook-qps.")
+	o.RecommendedOptions.AddFlags(generic)
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("generic"))
 	return fss
 }
@@ -240,6 +260,9 @@ func (o *Options) Validate() error {
 	if o.KEKFile == "" {
 		errs = append(errs, errors.New("--ca-key-encryption-key-file is required unless --standalone is set: the built-in CAs keep their keys in etcd encrypted with it"))
 	}
+	if o.AuthorizationQPS <= 0 || o.AuthorizationBurst < 1 {
+		errs = append(errs, errors.New("--authorization-webhook-qps and --authorization-webhook-burst must be positive"))
+	}
 	if o.SignerWorkers < 1 {
 		errs = append(errs, errors.New("--signer-workers must be at least 1"))
 	}
@@ -275,6 +298,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
 	}
 
+	if ro.Authorization != nil {
+		ro.ExtraAdmissionInitializers = installDelegatedAuthorizer(ro.Authorization, o.AuthorizationQPS, o.AuthorizationBurst)
+	}
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"fmt"
+
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/path"
+	"k8s.io/apiserver/pkg/authorization/union"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Authorization QPS defaults: the generic delegating authorizer holds its
+// SubjectAccessReview client to 200 requests a second. rekey sends one
+// review per request from a user it has not seen in the last
+// --authorization-webhook-cache-authorized-ttl, and one more per NodeClient
+// approval; in a bootstrap burst every node is a new user, so 200/s caps
+// how fast a cluster's nodes get their certificates.
+const (
+	defaultAuthorizationQPS   = 2000
+	defaultAuthorizationBurst = 4000
+)
+
+// installDelegatedAuthorizer replaces the authorizer RecommendedOptions built
+// with the same one (always-allowed groups and paths, then the cached
+// SubjectAccessReview webhook) whose client may send qps reviews a second.
+// It runs as RecommendedOptions' extra admission initializer hook, the one
+// point after authorization is applied and before the admission plugins are
+// handed the authorizer, so that they and the approver use it too.
+func installDelegatedAuthorizer(o *genericoptions.DelegatingAuthorizationOptions, qps float32, burst int) func(*genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+	return func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		if o == nil {
+			return nil, nil
+		}
+		cfg, err := authorizationClientConfig(o, qps, burst)
+		if err != nil || cfg == nil {
+			return nil, err
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("creating the authorization client: %w", err)
+		}
+		a, err := delegatedAuthorizer(o, client)
+		if err != nil {
+			return nil, err
+		}
+		c.Authorization.Authorizer = a
+		return nil, nil
+	}
+}
+
+// authorizationClientConfig reads --authorization-kubeconfig, or the
+// in-cluster configuration, with the given rate limit; nil when neither
+// exists and that is allowed.
+func authorizationClientConfig(o *genericoptions.DelegatingAuthorizationOptions, qps float32, burst int) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.RemoteKubeConfigFile != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.RemoteKubeConfigFile}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err == rest.ErrNotInCluster && o.RemoteKubeConfigFileOptional {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the delegated authorization kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.Timeout = o.ClientTimeout
+	if o.CustomRoundTripperFn != nil {
+		cfg.Wrap(o.CustomRoundTripperFn)
+	}
+	return cfg, nil
+}
+
+func delegatedAuthorizer(o *genericoptions.DelegatingAuthorizationOptions, client kubernetes.Interface) (authorizer.Authorizer, error) {
+	var authorizers []union.NamedAuthorizer
+	if len(o.AlwaysAllowGroups) > 0 {
+		authorizers = append(authorizers, union.NamedAuthorizer{
+			AuthorizerName: "kubernetes.io/always-allow-groups",
+			Authorizer:     authorizerfactory.NewPrivilegedGroups(o.AlwaysAllowGroups...),
+		})
+	}
+	if len(o.AlwaysAllowPaths) > 0 {
+		a, err := path.NewAuthorizer(o.AlwaysAllowPaths)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-always-allow-paths: %w", err)
+		}
+		authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "kubernetes.io/always-allow-paths", Authorizer: a})
+	}
+	webhook, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: client.AuthorizationV1(),
+		AllowCacheTTL:             o.AllowCacheTTL,
+		DenyCacheTTL:              o.DenyCacheTTL,
+		WebhookRetryBackoff:       o.WebhookRetryBackoff,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("creating the SubjectAccessReview authorizer: %w", err)
+	}
+	authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "kubernetes.io/webhook", Authorizer: webhook})
+	return union.New(authorizers...)
+}
