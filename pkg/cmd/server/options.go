@@ -22,10 +22,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
-	"k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	netutils "k8s.io/utils/net"
@@ -101,8 +101,8 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 
 		AuthorizationQPS:   defaultAuthorizationQPS,
 		AuthorizationBurst: defaultAuthorizationBurst,
-		Stdout:          stdout,
-		Stderr:          stderr,
+		Stdout:             stdout,
+		Stderr:             stderr,
 	}
 	// Each group is stored in its own version.
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{
