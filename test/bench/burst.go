@@ -9,24 +9,79 @@ import (
 	"sync/atomic"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
+// burstAPI is where the burst's nodes ask: rekey (through the aggregation
+// layer) or certificates.k8s.io with kube-controller-manager, for comparison.
+type burstAPI struct {
+	name string
+	// create posts node's request as the node (impersonated).
+	create func(ctx context.Context, node string, request []byte) error
+	// watch reports finished requests, named "burst-<node>".
+	watch target
+}
+
+func rekeyBurst(client clientset.Interface) burstAPI {
+	return burstAPI{
+		name: "rekey (aggregated; NodeClient auto-approval via SubjectAccessReview)",
+		create: func(ctx context.Context, node string, request []byte) error {
+			csr := &certv1alpha1.CertificateSigningRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
+				Spec: certv1alpha1.CertificateSigningRequestSpec{
+					Request:    request,
+					SignerName: "rekey.io/kube-apiserver-client-kubelet",
+					Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
+				},
+			}
+			return impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
+		},
+		watch: &rekeyTarget{client: client},
+	}
+}
+
+func nativeBurst(client kubernetes.Interface) burstAPI {
+	return burstAPI{
+		name: "native (kube-controller-manager csrapproving: selfnodeclient SubjectAccessReview)",
+		create: func(ctx context.Context, node string, request []byte) error {
+			csr := &certificatesv1.CertificateSigningRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
+				Spec: certificatesv1.CertificateSigningRequestSpec{
+					Request:    request,
+					SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+					Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
+				},
+			}
+			return impersonateNode(client.CertificatesV1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
+		},
+		watch: &nativeTarget{client: client},
+	}
+}
+
+// impersonateNode sends the request as the generated clients do (protobuf),
+// as system:node:<node> in system:nodes.
+func impersonateNode(r *rest.Request, node string) *rest.Request {
+	return r.UseProtobufAsDefault().Resource("certificatesigningrequests").
+		SetHeader("Impersonate-User", "system:node:"+node).
+		SetHeader("Impersonate-Group", "system:nodes")
+}
+
 // bootstrapBurst has n simulated nodes ask for kubelet client certificates
-// at once, through the aggregation layer, each authenticated as
-// system:node:<name> in system:nodes (by impersonation from the admin, so one
-// connection pool serves every node). rekey's approver approves each after a
-// SubjectAccessReview against kube-apiserver; the signer signs. The result is
-// the time from the first request to the last certificate.
-func bootstrapBurst(ctx context.Context, cfg *rest.Config, n int) (result, error) {
-	client := clientset.NewForConfigOrDie(cfg)
+// at once, each authenticated as system:node:<name> in system:nodes (by
+// impersonation from the admin, so one connection pool serves every node).
+// The approver approves each after a SubjectAccessReview against
+// kube-apiserver; the signer signs. The result is the time from the first
+// request to the last certificate.
+func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (result, error) {
 	nodes := make([]string, n)
 	requests := makeRequests(n, "", func(i int) pkix.Name {
-		nodes[i] = fmt.Sprintf("burst-node-%05d", i)
+		nodes[i] = fmt.Sprintf("%s-node-%05d", prefix, i)
 		return pkix.Name{CommonName: "system:node:" + nodes[i], Organization: []string{"system:nodes"}}
 	})
 	var remaining sync.Map
@@ -37,8 +92,7 @@ func bootstrapBurst(ctx context.Context, cfg *rest.Config, n int) (result, error
 	left.Store(int64(n))
 	allDone := make(chan struct{})
 	var doneAt time.Time
-	tgt := &rekeyTarget{client: client}
-	if err := tgt.Watch(ctx, func(name string, failed bool) {
+	if err := api.watch.Watch(ctx, func(name string, failed bool) {
 		if _, ok := remaining.LoadAndDelete(name); ok {
 			if left.Add(-1) == 0 {
 				doneAt = time.Now()
@@ -63,20 +117,7 @@ func bootstrapBurst(ctx context.Context, cfg *rest.Config, n int) (result, error
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				csr := &certv1alpha1.CertificateSigningRequest{
-					ObjectMeta: metav1.ObjectMeta{Name: "burst-" + nodes[i]},
-					Spec: certv1alpha1.CertificateSigningRequestSpec{
-						Request:    requests[i],
-						SignerName: "rekey.io/kube-apiserver-client-kubelet",
-						Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
-					},
-				}
-				// As the generated client sends it (protobuf), with the
-				// node's identity in impersonation headers.
-				err := client.CertificatesV1alpha1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests").
-					SetHeader("Impersonate-User", "system:node:"+nodes[i]).
-					SetHeader("Impersonate-Group", "system:nodes").
-					Body(csr).Do(ctx).Error()
+				err := api.create(ctx, nodes[i], requests[i])
 				if err != nil {
 					errs.Add(1)
 					fmt.Fprintf(os.Stderr, "  burst create: %v\n", err)
@@ -91,7 +132,7 @@ func bootstrapBurst(ctx context.Context, cfg *rest.Config, n int) (result, error
 	case <-time.After(120 * time.Second):
 	}
 	issued := n - int(left.Load())
-	r := result{Name: fmt.Sprintf("bootstrap burst, %d nodes (NodeClient auto-approval via SubjectAccessReview, aggregated)", n), Issued: issued, Errors: int(errs.Load())}
+	r := result{Name: api.name, Issued: issued, Errors: int(errs.Load()), Requested: n}
 	if left.Load() == 0 {
 		r.Elapsed = doneAt.Sub(start)
 	} else {

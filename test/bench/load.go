@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -30,9 +31,61 @@ type result struct {
 	P50        time.Duration
 	P95        time.Duration
 	P99        time.Duration
-	CPUPer1000 float64 // server CPU seconds per 1,000 issuances
-	PeakRSSMiB float64 // peak server RSS during the run
-	RSSGrowth  float64 // server RSS after minus before, MiB
+	CPUPer1000 float64   // server CPU seconds per 1,000 issuances
+	PeakRSSMiB float64   // peak server RSS during the run
+	Rounds     []float64 // throughput of each round
+	// Requested is how many requests were made (the burst).
+	Requested int
+	// CPUByProcess is CPU seconds spent by each process (the burst).
+	CPUByProcess map[string]float64
+}
+
+// memoryResult compares what rekey-apiserver and kube-apiserver keep for the
+// same number of stored, issued requests.
+type memoryResult struct {
+	Stored int
+	// Growth is rekey-apiserver's, then kube-apiserver's.
+	Growth [2]memory
+}
+
+// scenario is one API under load, measured over its rounds.
+type scenario struct {
+	name, prefix     string
+	tgt              target
+	requests         [][]byte
+	cpuPids, rssPids []int
+
+	issued, errs int
+	lat          []time.Duration
+	elapsed      time.Duration
+	cpu, peakRSS float64
+	rounds       []float64
+}
+
+// runRound issues the round's share of the scenario's requests.
+func (s *scenario) runRound(ctx context.Context, round, rounds, requesters, approvers int) {
+	lo, hi := round*len(s.requests)/rounds, (round+1)*len(s.requests)/rounds
+	cpu0 := totalCPU(s.cpuPids)
+	smp := startSampler(s.rssPids)
+	issued, errs, lat, elapsed := drive(ctx, s.tgt, s.requests[lo:hi], fmt.Sprintf("%s-r%d", s.prefix, round), requesters, approvers, 60*time.Second)
+	s.peakRSS = max(s.peakRSS, smp.Stop())
+	s.cpu += totalCPU(s.cpuPids) - cpu0
+	s.issued += issued
+	s.errs += errs
+	s.lat = append(s.lat, lat...)
+	s.elapsed += elapsed
+	tput := float64(issued) / elapsed.Seconds()
+	s.rounds = append(s.rounds, tput)
+	fmt.Fprintf(os.Stderr, "  %d issued, %d errors, %.0f/s\n", issued, errs, tput)
+}
+
+func (s *scenario) result() result {
+	r := summarize(s.name, s.issued, s.errs, s.lat, s.elapsed)
+	if s.issued > 0 {
+		r.CPUPer1000 = s.cpu / float64(s.issued) * 1000
+	}
+	r.PeakRSSMiB, r.Rounds = s.peakRSS, s.rounds
+	return r
 }
 
 // drive runs n issuances with the given number of concurrent requesters: each

@@ -17,7 +17,11 @@ import (
 	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -34,21 +38,24 @@ func main() {
 	skipNative := flag.Bool("skip-native", false, "skip kube-apiserver + kube-controller-manager")
 	flag.StringVar(&profileFile, "cpuprofile", "", "write a 10s CPU profile of the standalone server, taken during the direct scenario, here")
 	flag.BoolVar(&directOnly, "direct-only", false, "run only the standalone (direct) scenario")
+	flag.StringVar(&burstProfileFile, "burst-cpuprofile", "", "write a 10s CPU profile of the aggregated rekey-apiserver, taken during the burst, here")
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
+	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
 	flag.Parse()
-	if err := run(*n, *requesters, *approvers, *burst, *out, *skipNative); err != nil {
+	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
 var (
-	profileFile string
-	heapFile    string
-	directOnly  bool
+	profileFile      string
+	burstProfileFile string
+	heapFile         string
+	directOnly       bool
 )
 
-func run(n, requesters, approvers, burst int, out string, skipNative bool) error {
+func run(n, requesters, approvers, burst, rounds int, out string, skipNative bool) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "rekey-bench-")
 	if err != nil {
@@ -59,96 +66,139 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "generating %d requests\n", n)
-	requests := makeRequests(n, "bench", nil)
-	var results []result
+	rekeyUsages := []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}
 
-	// 1. rekey standalone, direct.
-	{
-		fmt.Fprintln(os.Stderr, "scenario: rekey standalone (direct)")
-		s, err := startStandalone(filepath.Join(dir, "standalone"), rekeyBin)
+	// Every server runs for the whole measurement, and the scenarios take
+	// turns in rounds: this machine's speed drifts by tens of percent over
+	// minutes, and interleaving keeps that drift out of the ratios.
+	fmt.Fprintln(os.Stderr, "starting rekey-apiserver --standalone (direct)")
+	s, err := startStandalone(filepath.Join(dir, "standalone"), rekeyBin)
+	if err != nil {
+		return err
+	}
+	defer s.Process.Stop(30 * time.Second)
+	directClient := clientset.NewForConfigOrDie(s.Config)
+	scenarios := []*scenario{{
+		name: "rekey standalone (direct)", prefix: "direct",
+		tgt:      &rekeyTarget{client: directClient, signerName: "rekey.io/kube-apiserver-client", usages: rekeyUsages},
+		requests: makeRequests(n, "direct", nil), cpuPids: []int{s.Pid()}, rssPids: []int{s.Pid()},
+	}}
+
+	var cluster *framework.Cluster
+	var kcm *framework.Process
+	var adminCfg *rest.Config
+	var probes []memoryProbe
+	if !directOnly {
+		fmt.Fprintln(os.Stderr, "starting etcd, kube-apiserver and rekey-apiserver (aggregated)")
+		cluster, err = framework.StartCluster(filepath.Join(dir, "cluster"), rekeyBin, framework.ClusterOptions{
+			RekeyArgs:         []string{"--signer-workers=16", "--profiling=true"},
+			KubeAPIServerArgs: []string{"--profiling=true"},
+			Logf:              func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+		})
 		if err != nil {
 			return err
 		}
-		client := clientset.NewForConfigOrDie(s.Config)
-		if profileFile != "" {
-			go func() {
-				time.Sleep(2 * time.Second)
-				data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "10").DoRaw(ctx)
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "profile: %v\n", err)
-					return
-				}
-				_ = os.WriteFile(profileFile, data, 0o644)
-			}()
+		defer cluster.Stop()
+		if adminCfg, err = clientcmd.BuildConfigFromFlags("", cluster.AdminKubeconfig); err != nil {
+			return err
 		}
-		r := measure(ctx, "rekey standalone (direct)", &rekeyTarget{client: client, signerName: "rekey.io/kube-apiserver-client",
-			usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
-			requests, "direct", requesters, approvers, []int{s.Pid()}, []int{s.Pid()})
-		results = append(results, r)
-		if heapFile != "" {
-			data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
-			if err == nil {
-				err = os.WriteFile(heapFile, data, 0o644)
+		adminCfg.QPS, adminCfg.Burst = 10000, 20000
+		scenarios = append(scenarios, &scenario{
+			name: "rekey aggregated", prefix: "agg",
+			tgt:      &rekeyTarget{client: clientset.NewForConfigOrDie(adminCfg), signerName: "rekey.io/kube-apiserver-client", usages: rekeyUsages},
+			requests: makeRequests(n, "agg", nil),
+			cpuPids:  []int{cluster.Rekey.Pid(), cluster.KubeAPIServer.Pid(), cluster.Etcd.Pid()}, rssPids: []int{cluster.Rekey.Pid()},
+		})
+		rekeyDirect := rest.CopyConfig(adminCfg)
+		rekeyDirect.Host = fmt.Sprintf("https://127.0.0.1:%d", cluster.RekeyPort)
+		rekeyDirect.TLSClientConfig.CAData, rekeyDirect.TLSClientConfig.CAFile = cluster.RekeyServingCA.CertPEM(), ""
+		probes = []memoryProbe{
+			{name: "rekey-apiserver", pid: cluster.Rekey.Pid(), client: restClient(rekeyDirect)},
+			{name: "kube-apiserver", pid: cluster.KubeAPIServer.Pid(), client: restClient(adminCfg)},
+		}
+		if !skipNative {
+			fmt.Fprintln(os.Stderr, "starting kube-controller-manager")
+			if kcm, err = startKCM(cluster); err != nil {
+				return err
 			}
+			defer kcm.Stop(10 * time.Second)
+			scenarios = append(scenarios, &scenario{
+				name: "native (kube-apiserver + kube-controller-manager)", prefix: "native",
+				tgt:      &nativeTarget{client: kubernetes.NewForConfigOrDie(adminCfg), signerName: "kubernetes.io/kube-apiserver-client"},
+				requests: makeRequests(n, "native", nil),
+				cpuPids:  []int{cluster.KubeAPIServer.Pid(), kcm.Pid(), cluster.Etcd.Pid()}, rssPids: []int{cluster.KubeAPIServer.Pid()},
+			})
+		}
+	}
+
+	before := make([]memory, len(probes))
+	for i, p := range probes {
+		if before[i], err = p.read(ctx); err != nil {
+			return err
+		}
+	}
+	if profileFile != "" {
+		go profileCPU(ctx, directClient.Discovery().RESTClient(), profileFile)
+	}
+	for r := 0; r < rounds && n > 0; r++ {
+		for _, sc := range scenarios {
+			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", r+1, rounds, sc.name)
+			sc.runRound(ctx, r, rounds, requesters, approvers)
+		}
+	}
+	if heapFile != "" {
+		writeHeapProfile(ctx, directClient)
+	}
+	var mem *memoryResult
+	if len(probes) == 2 && !skipNative && n > 0 {
+		mem = &memoryResult{Stored: n}
+		for i, p := range probes {
+			after, err := p.read(ctx)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+				return err
 			}
+			mem.Growth[i] = memory{RSSMiB: after.RSSMiB - before[i].RSSMiB, HeapMiB: after.HeapMiB - before[i].HeapMiB}
 		}
-		s.Process.Stop(30 * time.Second)
 	}
-	if directOnly {
-		fmt.Print(render(results, nil, n, requesters))
-		return nil
+	results := make([]result, len(scenarios))
+	for i, sc := range scenarios {
+		results[i] = sc.result()
 	}
 
-	// 2 and 3: a real control plane with rekey aggregated, and native.
-	fmt.Fprintln(os.Stderr, "starting etcd, kube-apiserver and rekey-apiserver (aggregated)")
-	cluster, err := framework.StartCluster(filepath.Join(dir, "cluster"), rekeyBin, framework.ClusterOptions{
-		RekeyArgs: []string{"--signer-workers=16"},
-		Logf:      func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-	})
-	if err != nil {
-		return err
-	}
-	defer cluster.Stop()
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", cluster.AdminKubeconfig)
-	if err != nil {
-		return err
-	}
-	adminCfg.QPS, adminCfg.Burst = 10000, 20000
-	{
-		fmt.Fprintln(os.Stderr, "scenario: rekey through the aggregation layer")
-		client := clientset.NewForConfigOrDie(adminCfg)
-		r := measure(ctx, "rekey aggregated", &rekeyTarget{client: client, signerName: "rekey.io/kube-apiserver-client",
-			usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
-			makeRequests(n, "agg", nil), "agg", requesters, approvers,
-			[]int{cluster.Rekey.Pid(), cluster.KubeAPIServer.Pid(), cluster.Etcd.Pid()}, []int{cluster.Rekey.Pid()})
-		results = append(results, r)
-	}
-	if !skipNative {
-		fmt.Fprintln(os.Stderr, "starting kube-controller-manager")
-		kcm, err := startKCM(cluster)
-		if err != nil {
-			return err
+	var bursts []result
+	if burst > 0 && cluster != nil {
+		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
+		if kcm != nil {
+			pids["kube-controller-manager"] = kcm.Pid()
 		}
-		fmt.Fprintln(os.Stderr, "scenario: native kube-apiserver + kube-controller-manager")
-		r := measure(ctx, "native (kube-apiserver + kube-controller-manager)", &nativeTarget{client: kubernetes.NewForConfigOrDie(adminCfg), signerName: "kubernetes.io/kube-apiserver-client"},
-			makeRequests(n, "native", nil), "native", requesters, approvers,
-			[]int{cluster.KubeAPIServer.Pid(), kcm.Pid(), cluster.Etcd.Pid()}, []int{cluster.KubeAPIServer.Pid()})
-		results = append(results, r)
-		kcm.Stop(10 * time.Second)
-	}
-	var burstResult *result
-	if burst > 0 {
-		fmt.Fprintf(os.Stderr, "scenario: %d-node bootstrap burst\n", burst)
-		b, err := bootstrapBurst(ctx, adminCfg, burst)
-		if err != nil {
-			return err
+		apis := []burstAPI{rekeyBurst(clientset.NewForConfigOrDie(adminCfg))}
+		if kcm != nil {
+			if err := allowNodeClientBootstrap(ctx, cluster.Admin); err != nil {
+				return err
+			}
+			apis = append(apis, nativeBurst(kubernetes.NewForConfigOrDie(adminCfg)))
 		}
-		burstResult = &b
+		for i, api := range apis {
+			fmt.Fprintf(os.Stderr, "scenario: %d-node bootstrap burst, %s\n", burst, api.name)
+			cpu0 := map[string]float64{}
+			for name, pid := range pids {
+				cpu0[name] = cpuSeconds(pid)
+			}
+			if burstProfileFile != "" && i == 0 {
+				go profileCPU(ctx, probes[0].client, burstProfileFile)
+			}
+			b, err := bootstrapBurst(ctx, api, fmt.Sprintf("b%d", i), burst)
+			if err != nil {
+				return err
+			}
+			b.CPUByProcess = map[string]float64{}
+			for name, pid := range pids {
+				b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
+			}
+			bursts = append(bursts, b)
+		}
 	}
-	report := render(results, burstResult, n, requesters)
+	report := render(results, mem, bursts, n, requesters, rounds)
 	fmt.Print(report)
 	if out != "" {
 		return os.WriteFile(out, []byte(report), 0o644)
@@ -156,19 +206,48 @@ func run(n, requesters, approvers, burst int, out string, skipNative bool) error
 	return nil
 }
 
-func measure(ctx context.Context, name string, tgt target, requests [][]byte, prefix string, requesters, approvers int, cpuPids, rssPids []int) result {
-	cpu0, rss0 := totalCPU(cpuPids), totalRSS(rssPids)
-	s := startSampler(rssPids)
-	issued, errs, lat, elapsed := drive(ctx, tgt, requests, prefix, requesters, approvers, 60*time.Second)
-	peak := s.Stop()
-	r := summarize(name, issued, errs, lat, elapsed)
-	if issued > 0 {
-		r.CPUPer1000 = (totalCPU(cpuPids) - cpu0) / float64(issued) * 1000
+// allowNodeClientBootstrap grants system:nodes what kubeadm grants them for
+// kubelet client certificates: creating requests, and having their own
+// renewals approved (selfnodeclient).
+func allowNodeClientBootstrap(ctx context.Context, admin kubernetes.Interface) error {
+	for _, role := range []string{"system:node-bootstrapper", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"} {
+		_, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-nodes-" + strings.ReplaceAll(role, ":", "-")},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:nodes"}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("binding %s to system:nodes: %w", role, err)
+		}
 	}
-	r.PeakRSSMiB = peak
-	r.RSSGrowth = totalRSS(rssPids) - rss0
-	fmt.Fprintf(os.Stderr, "  %d issued, %d errors, %.0f/s, p99 %s\n", r.Issued, r.Errors, r.Throughput, r.P99)
-	return r
+	return nil
+}
+
+func restClient(cfg *rest.Config) rest.Interface {
+	return kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient()
+}
+
+// profileCPU writes a 10-second CPU profile of a server, started two
+// seconds from now.
+func profileCPU(ctx context.Context, client rest.Interface, file string) {
+	time.Sleep(2 * time.Second)
+	data, err := client.Get().AbsPath("/debug/pprof/profile").Param("seconds", "10").DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(file, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "profile: %v\n", err)
+	}
+}
+
+func writeHeapProfile(ctx context.Context, client clientset.Interface) {
+	data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(heapFile, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+	}
 }
 
 func makeRequests(n int, prefix string, subject func(i int) pkix.Name) [][]byte {

@@ -67,6 +67,9 @@ type Cluster struct {
 type ClusterOptions struct {
 	// RekeyArgs are extra flags for rekey-apiserver.
 	RekeyArgs []string
+	// KubeAPIServerArgs are extra flags for kube-apiserver; they win over
+	// the defaults.
+	KubeAPIServerArgs []string
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -108,26 +111,26 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 
 	p := func(name string) string { return filepath.Join(dir, "pki", name) }
 	logf("starting kube-apiserver on %s", c.KubeAPIURL)
-	c.KubeAPIServer, err = Start(dir, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
-		"--etcd-servers="+c.EtcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(kubePort),
+	c.KubeAPIServer, err = Start(dir, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append([]string{
+		"--etcd-servers=" + c.EtcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kubePort),
 		"--endpoint-reconciler-type=none",
-		"--tls-cert-file="+p("kube-apiserver.crt"), "--tls-private-key-file="+p("kube-apiserver.key"),
-		"--client-ca-file="+p("client-ca.crt"),
+		"--tls-cert-file=" + p("kube-apiserver.crt"), "--tls-private-key-file=" + p("kube-apiserver.key"),
+		"--client-ca-file=" + p("client-ca.crt"),
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
-		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
+		"--service-account-key-file=" + p("sa.pub"), "--service-account-signing-key-file=" + p("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--requestheader-client-ca-file="+p("front-proxy-ca.crt"),
+		"--requestheader-client-ca-file=" + p("front-proxy-ca.crt"),
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+p("front-proxy-client.crt"), "--proxy-client-key-file="+p("front-proxy-client.key"),
-		"--cert-dir="+filepath.Join(dir, "kube-cert-dir"),
+		"--proxy-client-cert-file=" + p("front-proxy-client.crt"), "--proxy-client-key-file=" + p("front-proxy-client.key"),
+		"--cert-dir=" + filepath.Join(dir, "kube-cert-dir"),
 		"--profiling=false",
-	)
+	}, opts.KubeAPIServerArgs...)...)
 	if err != nil {
 		c.Stop()
 		return nil, err
