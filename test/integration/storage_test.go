@@ -3,10 +3,13 @@ package integration
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/test/framework"
@@ -65,5 +68,42 @@ func TestObjectsAreStoredAsProtobufAndJSONStillReads(t *testing.T) {
 	}
 	if v := storedCSR(t, etcd, "as-json"); !bytes.HasPrefix(v, protobufMagic) {
 		t.Fatalf("after an update the object is still stored as %q...", v[:min(len(v), 8)])
+	}
+}
+
+// Watch-list streams (what informers open: the initial list as events, then
+// the watch) are not gzipped unless the WatchListCompression gate is turned
+// back on: events are small and flushed one at a time.
+func TestWatchIsNotCompressedByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--feature-gates=WatchListCompression=true"}, "gzip"},
+	} {
+		srv := framework.StartStandalone(t, t.TempDir(), tc.args...)
+		httpClient, err := rest.HTTPClientFor(srv.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodGet, srv.Config.Host+"/apis/certificates.rekey.io/v1alpha1/certificatesigningrequests?watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%v: watch answered %s", tc.args, resp.Status)
+		}
+		if got := resp.Header.Get("Content-Encoding"); got != tc.want {
+			t.Errorf("%v: watch Content-Encoding %q, want %q", tc.args, got, tc.want)
+		}
+		srv.Stop(t)
 	}
 }

@@ -116,10 +116,11 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	// Profiling handlers are off unless asked for (--profiling).
 	o.RecommendedOptions.Features.EnableProfiling = false
 	rekeyadmission.RegisterAll(o.RecommendedOptions.Admission.Plugins)
-	// Watch streams are not gzipped unless --feature-gates turns it back on:
-	// rekey's watch events are single objects of a few kilobytes, flushed
-	// one by one, where per-flush compression costs both ends more CPU
-	// than it saves bytes.
+	// Watch-list streams (what informers open, including the controllers'
+	// own) are not gzipped unless --feature-gates turns it back on: after
+	// the initial list, every event is one object of a few kilobytes flushed
+	// on its own, where per-flush compression costs both ends more CPU than
+	// it saves bytes.
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.WatchListCompression): false}); err != nil {
 		panic(fmt.Sprintf("feature gate %s: %v", features.WatchListCompression, err))
 	}
