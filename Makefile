@@ -57,11 +57,12 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCertificateChain$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/apiserver -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the hot paths, then the issuance load generator
 ## (rekey direct, aggregated, native kube-apiserver + kube-controller-manager,
 ## 5,000-node bootstrap burst); the report goes to _output/benchmarks.md
-BENCH_ISSUANCES ?= 5000
+BENCH_ISSUANCES ?= 10000
 BENCH_BURST ?= 5000
 bench:
 	hack/install-test-deps.sh
