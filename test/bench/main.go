@@ -241,7 +241,7 @@ func profileCPU(ctx context.Context, client rest.Interface, file string) {
 }
 
 func writeHeapProfile(ctx context.Context, client clientset.Interface) {
-	data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+	data, err := client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx)
 	if err == nil {
 		err = os.WriteFile(heapFile, data, 0o644)
 	}
