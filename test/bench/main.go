@@ -39,6 +39,7 @@ func main() {
 	flag.StringVar(&profileFile, "cpuprofile", "", "write a 10s CPU profile of the standalone server, taken during the direct scenario, here")
 	flag.BoolVar(&directOnly, "direct-only", false, "run only the standalone (direct) scenario")
 	flag.StringVar(&burstProfileFile, "burst-cpuprofile", "", "write a 10s CPU profile of the aggregated rekey-apiserver, taken during the burst, here")
+	flag.StringVar(&memProfileDir, "memprofiles", "", "save the heap profiles taken for the memory comparison (rekey-apiserver and kube-apiserver, before and after) in this directory")
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
 	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
 	flag.Parse()
@@ -51,6 +52,7 @@ func main() {
 var (
 	profileFile      string
 	burstProfileFile string
+	memProfileDir    string
 	heapFile         string
 	directOnly       bool
 )

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +33,12 @@ type memory struct {
 }
 
 func (p memoryProbe) read(ctx context.Context) (memory, error) {
-	if _, err := p.client.Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx); err != nil {
+	profile, err := p.client.Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx)
+	if err != nil {
 		return memory{}, fmt.Errorf("%s: forcing a collection: %w", p.name, err)
+	}
+	if memProfileDir != "" {
+		_ = os.WriteFile(filepath.Join(memProfileDir, fmt.Sprintf("%s-%d.heap.pprof", p.name, time.Now().Unix())), profile, 0o644)
 	}
 	time.Sleep(2 * time.Second)
 	metrics, err := p.client.Get().AbsPath("/metrics").DoRaw(ctx)

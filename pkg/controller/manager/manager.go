@@ -69,8 +69,11 @@ func Run(ctx context.Context, cfg Config) {
 func runControllers(ctx context.Context, cfg Config) {
 	logger := klog.FromContext(ctx)
 	restConfig := rest.CopyConfig(cfg.RESTConfig)
-	// The controllers are the server's own clients: do not throttle them.
+	// The controllers are the server's own clients: do not throttle them,
+	// and do not compress what never leaves the process (as kube-apiserver
+	// does for its loopback client). The generated clients speak protobuf.
 	restConfig.QPS, restConfig.Burst = 5000, 10000
+	restConfig.DisableCompression = true
 	client, err := clientset.NewForConfig(restConfig)
 	if err != nil {
 		logger.Error(err, "Creating the controllers' client")
