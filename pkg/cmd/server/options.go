@@ -133,7 +133,8 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 func storageCodec(mediaType string) (runtime.Codec, error) {
 	info, ok := runtime.SerializerInfoForMediaType(apiserver.Codecs.SupportedMediaTypes(), mediaType)
 	if !ok {
-		return nil, fmt.Errorf("--storage-media-type %q: no serializer for it", mediaType)
+		return nil, fmt.Errorf("--storage-media-type %q is not supported; use %s (default), %s or %s",
+			mediaType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, runtime.ContentTypeYAML)
 	}
 	return apiserver.Codecs.CodecForVersions(info.Serializer, apiserver.Codecs.UniversalDeserializer(),
 		schema.GroupVersions{certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion},
