@@ -30,7 +30,7 @@ import (
 )
 
 func main() {
-	n := flag.Int("issuances", 10000, "issuances per throughput scenario")
+	n := flag.Int("issuances", 10000, "issuances per throughput scenario (0: only the burst)")
 	requesters := flag.Int("requesters", 32, "concurrent requesters")
 	approvers := flag.Int("approvers", 16, "concurrent approvers")
 	burst := flag.Int("burst-nodes", 5000, "simulated nodes in the bootstrap burst (0 skips it)")
