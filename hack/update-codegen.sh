@@ -34,7 +34,8 @@ if [[ ! -x "$PROTO_BIN/go-to-protobuf" || ! -x "$PROTO_BIN/protoc-gen-gogo" || !
 fi
 GOGO_DIR=$(cd "$CODEGEN_PKG" && go mod download -json github.com/gogo/protobuf | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 PROTO_TREE=$(mktemp -d)
-trap 'rm -rf "$PROTO_TREE"' EXIT
+SCHEMA=$(mktemp)
+trap 'rm -rf "$PROTO_TREE" "$SCHEMA"' EXIT
 mkdir -p "$PROTO_TREE/src/rekey.io" "$PROTO_TREE/include/k8s.io" "$PROTO_TREE/include/github.com/gogo"
 ln -s "$OUT_ROOT" "$PROTO_TREE/src/rekey.io/rekey"
 ln -s "$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "$PROTO_TREE/include/k8s.io/apimachinery"
@@ -56,8 +57,6 @@ kube::codegen::gen_openapi \
 	--boilerplate "$BOILERPLATE" \
 	"$OUT_ROOT/pkg/apis"
 
-SCHEMA=$(mktemp)
-trap 'rm -rf "$PROTO_TREE" "$SCHEMA"' EXIT
 (cd "$OUT_ROOT" && go run ./pkg/generated/openapi/cmd/models-schema >"$SCHEMA")
 
 kube::codegen::gen_client \

@@ -65,28 +65,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
-// The seeds decode back to what was encoded, through protobuf.
-func TestProtobufSeedsRoundTrip(t *testing.T) {
-	info, _ := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	for _, obj := range seedObjects() {
-		data, err := runtime.Encode(info.Serializer, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, _, err := Codecs.UniversalDeserializer().Decode(data, nil, nil)
-		if err != nil {
-			t.Fatalf("%T: %v", obj, err)
-		}
-		back.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
-		if !equalObjects(obj, back) {
-			t.Fatalf("%T changed through protobuf:\n%#v\n%#v", obj, obj, back)
-		}
-	}
-}
-
-func equalObjects(a, b runtime.Object) bool {
-	ja, err1 := runtime.Encode(Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion), a)
-	jb, err2 := runtime.Encode(Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion), b)
-	return err1 == nil && err2 == nil && string(ja) == string(jb)
-}

@@ -97,11 +97,3 @@ func totalCPU(pids []int) float64 {
 	}
 	return sum
 }
-
-func totalRSS(pids []int) float64 {
-	var sum float64
-	for _, p := range pids {
-		sum += rssMiB(p)
-	}
-	return sum
-}

@@ -168,7 +168,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.IntVar(&o.AuthorizationBurst, "authorization-webhook-burst", o.AuthorizationBurst,
 		"Burst of SubjectAccessReviews above --authorization-webhook-qps.")
 	o.RecommendedOptions.AddFlags(generic)
-	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("generic"))
+	utilfeature.DefaultMutableFeatureGate.AddFlag(generic)
 	return fss
 }
 
