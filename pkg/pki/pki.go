@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/strictpem"
 )
 
 // Backdate is how far before "now" certificates start, to absorb clock skew.
@@ -113,21 +114,22 @@ func Load(certPath, keyPath string) (*KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	certBlock, _ := pem.Decode(certPEM)
-	if certBlock == nil || certBlock.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("%s: no CERTIFICATE PEM block", certPath)
+	certBlock, err := strictpem.DecodeOne(certPEM, "CERTIFICATE")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
 	}
 	cert, err := x509.ParseCertificate(certBlock.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", certPath, err)
 	}
-	keyBlock, _ := pem.Decode(keyPEM)
-	if keyBlock == nil {
-		return nil, fmt.Errorf("%s: no PEM block", keyPath)
+	keyBlock, err := strictpem.DecodeOne(keyPEM, "PRIVATE KEY")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyPath, err)
 	}
 	parsed, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", keyPath, err)
+		// The parser's message may quote the key's bytes: not repeated.
+		return nil, fmt.Errorf("%s: not a PKCS#8 private key", keyPath)
 	}
 	signer, ok := parsed.(crypto.Signer)
 	if !ok {

@@ -123,8 +123,14 @@ func (s *EtcdKeyStore) checkKEK(ctx context.Context, kek []byte) error {
 	return nil
 }
 
-func (s *EtcdKeyStore) keyPath(keyID string) string {
-	return path.Join(s.prefix, "cakeys", keyID)
+// keyPath is where a key is stored. The ID is validated first, so that no
+// ID reaches another etcd key under the private prefix (such as the
+// key-encryption key check value).
+func (s *EtcdKeyStore) keyPath(keyID string) (string, error) {
+	if err := ValidateKeyID(keyID); err != nil {
+		return "", err
+	}
+	return path.Join(s.prefix, "cakeys", keyID), nil
 }
 
 func (s *EtcdKeyStore) seal(etcdKey, alg string, plaintext []byte) ([]byte, error) {
@@ -138,7 +144,7 @@ func (s *EtcdKeyStore) seal(etcdKey, alg string, plaintext []byte) ([]byte, erro
 func (s *EtcdKeyStore) open(etcdKey string, data []byte) (string, []byte, error) {
 	var sk sealedKey
 	if err := json.Unmarshal(data, &sk); err != nil {
-		return "", nil, fmt.Errorf("stored key %s is corrupt: %w", etcdKey, err)
+		return "", nil, fmt.Errorf("stored key %s is corrupt", etcdKey)
 	}
 	if len(sk.Nonce) != s.aead.NonceSize() {
 		return "", nil, fmt.Errorf("stored key %s is corrupt: bad nonce", etcdKey)
@@ -159,6 +165,10 @@ func (s *EtcdKeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algori
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, false, err
 	}
+	etcdKey, err := s.keyPath(keyID)
+	if err != nil {
+		return nil, false, err
+	}
 	key, err := GenerateKey(alg)
 	if err != nil {
 		return nil, false, err
@@ -167,7 +177,6 @@ func (s *EtcdKeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algori
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding new key: %w", err)
 	}
-	etcdKey := s.keyPath(keyID)
 	sealed, err := s.seal(etcdKey, string(alg), der)
 	clear(der)
 	if err != nil {
@@ -189,7 +198,10 @@ func (s *EtcdKeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algori
 
 // Get implements KeyStore.
 func (s *EtcdKeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, error) {
-	etcdKey := s.keyPath(keyID)
+	etcdKey, err := s.keyPath(keyID)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := s.client.Get(ctx, etcdKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading key %s: %w", keyID, err)
@@ -197,14 +209,18 @@ func (s *EtcdKeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, er
 	if len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, keyID)
 	}
-	_, der, err := s.open(etcdKey, resp.Kvs[0].Value)
+	alg, der, err := s.open(etcdKey, resp.Kvs[0].Value)
 	if err != nil {
 		return nil, err
 	}
+	defer clear(der)
+	if !knownAlgorithm(Algorithm(alg)) {
+		return nil, fmt.Errorf("stored key %s is not a CA key", keyID)
+	}
 	parsed, err := x509.ParsePKCS8PrivateKey(der)
-	clear(der)
 	if err != nil {
-		return nil, fmt.Errorf("stored key %s does not parse: %w", keyID, err)
+		// The parser's error can quote the decrypted bytes: never pass it on.
+		return nil, fmt.Errorf("stored key %s does not parse as a PKCS#8 private key", keyID)
 	}
 	signer, ok := parsed.(crypto.Signer)
 	if !ok {
@@ -215,6 +231,10 @@ func (s *EtcdKeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, er
 
 // Delete implements KeyStore.
 func (s *EtcdKeyStore) Delete(ctx context.Context, keyID string) error {
-	_, err := s.client.Delete(ctx, s.keyPath(keyID))
+	etcdKey, err := s.keyPath(keyID)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.Delete(ctx, etcdKey)
 	return err
 }

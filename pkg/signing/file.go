@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+
+	"rekey.io/rekey/pkg/strictpem"
 )
 
 // MaxCAFileBytes caps CA files read from disk before parsing.
 const MaxCAFileBytes = 1 << 20
+
+// maxCAFileBlocks caps the certificates in a CA certificate file.
+const maxCAFileBlocks = 16
 
 // FileCA adopts an existing CA from PEM files and picks up replaced files
 // without a restart: every Current call compares the files' size and
@@ -70,11 +74,16 @@ func LoadCAFiles(certFile, keyFile string) (*x509.Certificate, crypto.Signer, er
 	if err != nil {
 		return nil, nil, err
 	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, nil, fmt.Errorf("%s: no CERTIFICATE PEM block", certFile)
+	// The CA certificate comes first; a bundle may follow it. Nothing but
+	// PEM blocks and whitespace is accepted (package strictpem).
+	blocks, err := strictpem.Decode(certPEM, maxCAFileBlocks)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", certFile, err)
 	}
-	cert, err := x509.ParseCertificate(block.Bytes)
+	if len(blocks) == 0 || blocks[0].Type != "CERTIFICATE" {
+		return nil, nil, fmt.Errorf("%s: must start with a CERTIFICATE PEM block", certFile)
+	}
+	cert, err := x509.ParseCertificate(blocks[0].Bytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", certFile, err)
 	}
@@ -107,13 +116,22 @@ func readCapped(path string) ([]byte, error) {
 	return data, nil
 }
 
+// parsePrivateKey reads a key file: one private key block, optionally after
+// the "EC PARAMETERS" block that `openssl ecparam -genkey` writes. Errors
+// name the file's structure, never its content.
 func parsePrivateKey(data []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("no PEM block")
+	blocks, err := strictpem.Decode(data, 2)
+	if err != nil {
+		return nil, err
 	}
+	if len(blocks) == 2 && blocks[0].Type == "EC PARAMETERS" {
+		blocks = blocks[1:]
+	}
+	if len(blocks) != 1 {
+		return nil, errors.New("must hold exactly one private key PEM block")
+	}
+	block := blocks[0]
 	var key any
-	var err error
 	switch block.Type {
 	case "PRIVATE KEY":
 		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
@@ -125,7 +143,7 @@ func parsePrivateKey(data []byte) (crypto.Signer, error) {
 		return nil, fmt.Errorf("unsupported PEM type %q", block.Type)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s PEM block does not parse", block.Type)
 	}
 	signer, ok := key.(crypto.Signer)
 	if !ok {

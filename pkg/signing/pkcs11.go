@@ -103,6 +103,9 @@ func (s *PKCS11KeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, 
 }
 
 func (s *PKCS11KeyStore) find(keyID string) (crypto11.Signer, error) {
+	if err := ValidateKeyID(keyID); err != nil {
+		return nil, err
+	}
 	// FindKeyPairs, unlike FindKeyPair, tells "none" apart from a failure.
 	signers, err := s.ctx.FindKeyPairs([]byte(keyID), []byte(keyID))
 	if err != nil {

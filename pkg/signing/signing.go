@@ -14,6 +14,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Algorithm is a key algorithm, named as in the CertificateAuthority API.
@@ -32,6 +33,33 @@ const (
 // ErrNotFound is returned by Get for a key ID the store does not hold.
 var ErrNotFound = errors.New("key not found")
 
+// MaxKeyIDLength caps key IDs: a CA name (253) and a short suffix.
+const MaxKeyIDLength = 300
+
+// ValidateKeyID accepts plain names only: lower-case letters, digits, '-'
+// and '.', starting and ending with a letter or digit, and no "..". Key IDs
+// become etcd keys and PKCS#11 labels, so a '/' or ".." would reach keys
+// outside the CA key prefix.
+func ValidateKeyID(keyID string) error {
+	if keyID == "" || len(keyID) > MaxKeyIDLength || strings.Contains(keyID, "..") {
+		return fmt.Errorf("invalid key ID %q: must be 1 to %d lower-case letters, digits, '-' and '.'", truncate(keyID), MaxKeyIDLength)
+	}
+	for i, r := range keyID {
+		alnum := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || i == len(keyID)-1 || r != '-' && r != '.') {
+			return fmt.Errorf("invalid key ID %q: must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit", truncate(keyID))
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
 // KeyStore holds CA private keys.
 type KeyStore interface {
 	// GetOrCreate returns the key with this ID, generating and storing it
@@ -42,6 +70,14 @@ type KeyStore interface {
 	Get(ctx context.Context, keyID string) (crypto.Signer, error)
 	// Delete destroys the key; deleting a missing key is not an error.
 	Delete(ctx context.Context, keyID string) error
+}
+
+func knownAlgorithm(alg Algorithm) bool {
+	switch alg {
+	case ECDSAP256, ECDSAP384, RSA2048, RSA3072, RSA4096, Ed25519:
+		return true
+	}
+	return false
 }
 
 // GenerateKey makes a software key of the given algorithm.

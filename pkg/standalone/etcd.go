@@ -2,37 +2,69 @@ package standalone
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/pki"
+)
+
+const (
+	// etcdClientSocket is the embedded etcd's client socket in the data
+	// directory.
+	etcdClientSocket = "etcd.sock"
+	// etcdPeerTLSDir holds the peer listener's throwaway TLS material.
+	etcdPeerTLSDir = "etcd-peer-tls"
+	// maxSocketPath is the longest path a unix socket may have on Linux
+	// (sun_path is 108 bytes including the terminating NUL).
+	maxSocketPath = 107
 )
 
 // Etcd is an etcd server running inside the rekey-apiserver process.
 type Etcd struct {
-	server    *embed.Etcd
+	server *embed.Etcd
+	// ClientURL is the unix socket clients connect to.
 	ClientURL string
 }
 
-// FreeLoopbackURL returns an http URL on a loopback port that was free a
-// moment ago.
-func FreeLoopbackURL() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String(), nil
+// EtcdClientURL is the etcd endpoint of a standalone server whose data is
+// in dataDir: a unix socket, never a TCP port.
+func EtcdClientURL(dataDir string) string {
+	return "unix://" + filepath.Join(dataDir, etcdClientSocket)
 }
 
-// StartEtcd runs a single-member etcd with its data in dir, serving clients
-// on clientURL (loopback only). It returns once etcd is ready.
-func StartEtcd(ctx context.Context, dir, clientURL string) (*Etcd, error) {
-	peerURL, err := FreeLoopbackURL()
+// StartEtcd runs a single-member etcd with its data in dir. No listener
+// accepts an unauthenticated client: an etcd on a loopback TCP port would
+// let any local process write an approved request straight into storage.
+// Clients reach it on a unix socket in dir of mode 0600, so only the user
+// rekey runs as (who can read the data directory anyway) can connect. The
+// peer listener, which etcd cannot put on a socket with an absolute path,
+// is on a loopback port with TLS client authentication against a CA made
+// afresh at each start whose key never leaves the process's data
+// directory. It returns once etcd is ready.
+func StartEtcd(ctx context.Context, dir string) (*Etcd, error) {
+	clientSock := filepath.Join(dir, etcdClientSocket)
+	if len(clientSock) > maxSocketPath {
+		return nil, fmt.Errorf("--data-dir %s is too long for etcd's unix socket (%d bytes at most for %s)", dir, maxSocketPath, clientSock)
+	}
+	// A socket left by a killed process would make listen fail.
+	if err := os.Remove(clientSock); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("removing stale etcd socket: %w", err)
+	}
+	peerTLS, err := writePeerTLS(filepath.Join(dir, etcdPeerTLSDir))
+	if err != nil {
+		return nil, err
+	}
+	peerURL, err := freeLoopbackURL("https")
 	if err != nil {
 		return nil, err
 	}
@@ -41,14 +73,17 @@ func StartEtcd(ctx context.Context, dir, clientURL string) (*Etcd, error) {
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
-	cu, err := url.Parse(clientURL)
+	cu := url.URL{Scheme: "unix", Path: clientSock}
+	pu, err := url.Parse(peerURL)
 	if err != nil {
-		return nil, fmt.Errorf("parsing etcd client URL %q: %w", clientURL, err)
+		return nil, err
 	}
-	pu, _ := url.Parse(peerURL)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.PeerTLSInfo = peerTLS
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// No metrics or other extra listeners.
+	cfg.ListenMetricsUrls = nil
 	// Keep the history small: a standalone server is a single member and
 	// the API server compacts on its own schedule as well.
 	cfg.AutoCompactionMode = "periodic"
@@ -57,6 +92,12 @@ func StartEtcd(ctx context.Context, dir, clientURL string) (*Etcd, error) {
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting embedded etcd in %s: %w", cfg.Dir, err)
+	}
+	// The socket was created with the process umask; no other user may
+	// connect.
+	if err := os.Chmod(clientSock, 0o600); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("restricting etcd socket %s: %w", clientSock, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -70,8 +111,59 @@ func StartEtcd(ctx context.Context, dir, clientURL string) (*Etcd, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	klog.FromContext(ctx).Info("Embedded etcd is ready", "dataDir", cfg.Dir, "clientURL", clientURL)
-	return &Etcd{server: e, ClientURL: clientURL}, nil
+	url := EtcdClientURL(dir)
+	klog.FromContext(ctx).Info("Embedded etcd is ready", "dataDir", cfg.Dir, "clientURL", url)
+	return &Etcd{server: e, ClientURL: url}, nil
+}
+
+// freeLoopbackURL returns a URL on a loopback port that was free a moment
+// ago.
+func freeLoopbackURL(scheme string) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return scheme + "://" + l.Addr().String(), nil
+}
+
+// writePeerTLS makes a CA and one certificate for both ends of the peer
+// connection, in dir with mode 0700. etcd then accepts only peers that
+// present a certificate from that CA, and the CA key is thrown away once
+// the certificate is made.
+func writePeerTLS(dir string) (transport.TLSInfo, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return transport.TLSInfo{}, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return transport.TLSInfo{}, err
+	}
+	ca, err := pki.NewCA("rekey embedded etcd peer CA", 10*365*24*time.Hour)
+	if err != nil {
+		return transport.TLSInfo{}, err
+	}
+	peer, err := ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "rekey embedded etcd peer"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}, 10*365*24*time.Hour)
+	if err != nil {
+		return transport.TLSInfo{}, err
+	}
+	info := transport.TLSInfo{
+		CertFile:       filepath.Join(dir, "peer.crt"),
+		KeyFile:        filepath.Join(dir, "peer.key"),
+		TrustedCAFile:  filepath.Join(dir, "ca.crt"),
+		ClientCertAuth: true,
+	}
+	if err := peer.Write(info.CertFile, info.KeyFile); err != nil {
+		return transport.TLSInfo{}, err
+	}
+	if err := pki.WriteFileAtomic(info.TrustedCAFile, ca.CertPEM(), 0o600); err != nil {
+		return transport.TLSInfo{}, err
+	}
+	return info, nil
 }
 
 // Close stops etcd and waits for it to flush.

@@ -216,11 +216,7 @@ func (o *Options) Complete() error {
 	// it); without, it runs one inside the process.
 	o.embedEtcd = len(ro.Etcd.StorageConfig.Transport.ServerList) == 0
 	if o.embedEtcd {
-		url, err := standalone.FreeLoopbackURL()
-		if err != nil {
-			return err
-		}
-		ro.Etcd.StorageConfig.Transport.ServerList = []string{url}
+		ro.Etcd.StorageConfig.Transport.ServerList = []string{standalone.EtcdClientURL(o.DataDir)}
 	}
 	if ro.SecureServing.ServerCert.CertKey.CertFile == "" {
 		ro.SecureServing.ServerCert.CertKey.CertFile = pki.Path(standalone.ServingCertFile)
@@ -340,7 +336,7 @@ func (emptyConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 // until ctx is done.
 func (o *Options) Run(ctx context.Context) error {
 	if o.embedEtcd {
-		etcd, err := standalone.StartEtcd(ctx, o.DataDir, o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList[0])
+		etcd, err := standalone.StartEtcd(ctx, o.DataDir)
 		if err != nil {
 			return err
 		}

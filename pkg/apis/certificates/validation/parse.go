@@ -1,11 +1,11 @@
 package validation
 
 import (
-	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
+
+	"rekey.io/rekey/pkg/strictpem"
 )
 
 var (
@@ -30,18 +30,11 @@ func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
 	if len(data) > MaxRequestBytes {
 		return nil, errRequestTooLarge
 	}
-	block, rest := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("must be a PEM block of type \"CERTIFICATE REQUEST\" (no PEM data found)")
-	}
-	if block.Type != CertificateRequestPEMType {
-		return nil, fmt.Errorf("PEM block type must be %q, got %q", CertificateRequestPEMType, block.Type)
-	}
-	if len(block.Headers) != 0 {
-		return nil, errors.New("PEM block must not have headers")
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, errors.New("must contain exactly one PEM block and nothing after it")
+	// One strict reading: what an approver inspects with openssl is what
+	// is signed (see package strictpem).
+	block, err := strictpem.DecodeOne(data, CertificateRequestPEMType)
+	if err != nil {
+		return nil, err
 	}
 	csr, err := x509.ParseCertificateRequest(block.Bytes)
 	if err != nil {
@@ -64,26 +57,21 @@ func ParseStoredCSR(data []byte) (*x509.CertificateRequest, error) {
 }
 
 // ParseCertificateChain decodes status.certificate into its certificates,
-// in order. Non-PEM text between and around blocks is ignored.
+// in order. Only whitespace may surround and separate the blocks: unlike
+// certificates.k8s.io, explanatory text is refused, so that every client
+// reads the same chain.
 func ParseCertificateChain(data []byte) ([]*x509.Certificate, error) {
 	if len(data) > MaxCertificateBytes {
 		return nil, errCertificateTooLarge
 	}
+	blocks, err := strictpem.Decode(data, MaxCertificateBlocks)
+	if err != nil {
+		return nil, err
+	}
 	var certs []*x509.Certificate
-	for i := 0; ; i++ {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if i >= MaxCertificateBlocks {
-			return nil, fmt.Errorf("more than %d PEM blocks", MaxCertificateBlocks)
-		}
+	for i, block := range blocks {
 		if block.Type != "CERTIFICATE" {
 			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, block.Type)
-		}
-		if len(block.Headers) != 0 {
-			return nil, fmt.Errorf("PEM block %d must not have headers", i)
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {

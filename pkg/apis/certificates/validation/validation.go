@@ -265,8 +265,8 @@ func findCondition(csr *certificates.CertificateSigningRequest, t certificates.R
 }
 
 // ValidateCertificate checks status.certificate: one or more CERTIFICATE PEM
-// blocks without headers, each a parseable X.509 certificate. Text outside
-// the blocks is allowed (RFC 7468 section 5.2).
+// blocks without headers, each a parseable X.509 certificate, with only
+// whitespace around and between them.
 func ValidateCertificate(fldPath *field.Path, data []byte) field.ErrorList {
 	if len(data) == 0 {
 		return nil

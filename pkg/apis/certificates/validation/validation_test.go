@@ -89,7 +89,7 @@ func TestValidateRequest(t *testing.T) {
 		wantErr string
 	}{
 		"missing":          {request: nil, wantErr: "Required"},
-		"not PEM":          {request: []byte("hello, world"), wantErr: "no PEM data found"},
+		"not PEM":          {request: []byte("hello, world"), wantErr: "must start with a PEM block"},
 		"wrong PEM type":   {request: fixtures.SelfSignedCertPEM(t, "ca"), wantErr: `got "CERTIFICATE"`},
 		"PEM with headers": {request: withHeader(t, good), wantErr: "must not have headers"},
 		"two blocks":       {request: append(append([]byte(nil), good...), good...), wantErr: "exactly one PEM block"},
@@ -253,7 +253,7 @@ func TestValidateCertificateUpdate(t *testing.T) {
 	t.Run("set once on approved", func(t *testing.T) {
 		old := approved(t)
 		csr := old.DeepCopy()
-		csr.Status.Certificate = append(append([]byte("explanatory text\n"), cert...), intermediate...)
+		csr.Status.Certificate = append(append([]byte("\n"), cert...), intermediate...)
 		if errs := ValidateCertificateSigningRequestStatusUpdate(csr, old); len(errs) != 0 {
 			t.Fatalf("refused: %v", errs)
 		}
@@ -295,7 +295,8 @@ func TestValidateCertificateUpdate(t *testing.T) {
 		data    []byte
 		wantErr string
 	}{
-		"no PEM":          {data: []byte("nope"), wantErr: "at least one PEM block"},
+		"no PEM":          {data: []byte("nope"), wantErr: "must start with a PEM block"},
+		"only whitespace": {data: []byte(" \n"), wantErr: "at least one PEM block"},
 		"wrong type":      {data: fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "x"}), wantErr: `type "CERTIFICATE REQUEST"`},
 		"garbage":         {data: []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), wantErr: "not a valid X.509"},
 		"too large":       {data: bytes.Repeat([]byte("A"), MaxCertificateBytes+1), wantErr: "Too long"},
@@ -317,4 +318,51 @@ func TestValidateName(t *testing.T) {
 	requireError(t, ValidateCertificateSigningRequestCreate(csr), "metadata.name", "may not contain '/'")
 	csr.Name = ""
 	requireError(t, ValidateCertificateSigningRequestCreate(csr), "metadata.name", "Required")
+}
+
+// TestRequestIsReadOneWay is the request that showed one subject to
+// `openssl req` and another to the signer: a benign block whose END line is
+// indented (so encoding/pem skips it), followed by a second request.
+func TestRequestIsReadOneWay(t *testing.T) {
+	benign := string(fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "benign-intern"}))
+	evil := string(fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:kube-controller-manager"}))
+	trimmed := strings.TrimSuffix(benign, "\n")
+	last := strings.LastIndex(trimmed, "\n")
+	broken := trimmed[:last+1] + " " + trimmed[last+1:] + "\n" // sed '$ s/^/ /'
+
+	for name, request := range map[string]string{
+		"broken block then another": broken + evil,
+		"text before the block":     "Subject: CN=benign-intern\n" + evil,
+		"two well-formed blocks":    benign + evil,
+		"text after the block":      evil + "benign-intern\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			csr := validCSR(t)
+			csr.Spec.Request = []byte(request)
+			requireError(t, ValidateCertificateSigningRequestCreate(csr), "spec.request", "")
+			if _, err := ParseStoredCSR([]byte(request)); err == nil {
+				t.Fatal("ParseStoredCSR accepted the request: the signer would read it differently from openssl")
+			}
+		})
+	}
+	csr := validCSR(t)
+	csr.Spec.Request = []byte("\n  " + evil + "\n\n")
+	if errs := ValidateCertificateSigningRequestCreate(csr); len(errs) != 0 {
+		t.Fatalf("whitespace around the block must be accepted: %v", errs)
+	}
+}
+
+func TestCertificateChainIsReadOneWay(t *testing.T) {
+	cert := string(fixtures.SelfSignedCertPEM(t, "leaf"))
+	for name, chain := range map[string]string{
+		"text between": cert + "issuer:\n" + cert,
+		"text before":  "leaf\n" + cert,
+	} {
+		if errs := ValidateCertificate(field.NewPath("status", "certificate"), []byte(chain)); len(errs) == 0 {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if errs := ValidateCertificate(field.NewPath("status", "certificate"), []byte(cert+"\n"+cert)); len(errs) != 0 {
+		t.Fatalf("a chain of two blocks must be accepted: %v", errs)
+	}
 }
