@@ -5,6 +5,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"rekey.io/rekey/pkg/admission/signerapproval"
+	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
 	"rekey.io/rekey/pkg/admission/subjectrestriction"
 )
@@ -14,6 +15,7 @@ var PluginNames = []string{
 	subjectrestriction.PluginName,
 	signerapproval.PluginName,
 	signersigning.PluginName,
+	signerbinding.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -21,4 +23,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	subjectrestriction.Register(plugins)
 	signerapproval.Register(plugins)
 	signersigning.Register(plugins)
+	signerbinding.Register(plugins)
 }

@@ -22,6 +22,8 @@ import (
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
+	"rekey.io/rekey/pkg/serveridentity"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
 )
 
 var (
@@ -52,6 +54,12 @@ func init() {
 type ExtraConfig struct {
 	// Clock stamps condition times; nil means the real clock.
 	Clock clock.PassiveClock
+	// ControllerIdentity is the identity the controllers' client carries;
+	// only it may write CertificateAuthority and Signer status.
+	ControllerIdentity *serveridentity.Identity
+	// KeyStorePaths are the PKCS#11 modules and key-store directories a
+	// CertificateAuthority may name.
+	KeyStorePaths keystorepaths.Allowed
 }
 
 // Config is the generic configuration plus rekey's own.
@@ -116,7 +124,7 @@ func (c completedConfig) New() (*Server, error) {
 	}
 
 	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStorePaths)
 	if err != nil {
 		return nil, fmt.Errorf("creating certificateauthorities storage: %w", err)
 	}

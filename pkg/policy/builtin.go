@@ -42,11 +42,15 @@ var (
 		MaxDuration:    metav1.Duration{Duration: BuiltInMaxDuration},
 		Subject:        nodeSubject,
 	}
+	// KubeletServingPolicy adds to its kubernetes.io counterpart what a
+	// serving certificate for a node needs: the node asks in its own name
+	// only, says nothing else in the subject, and names no wildcard host.
 	KubeletServingPolicy = certv1alpha1.SignerPolicy{
-		AllowedUsages:   servingUsages,
-		RequiredUsages:  servingUsages,
-		MaxDuration:     metav1.Duration{Duration: BuiltInMaxDuration},
-		Subject:         nodeSubject,
+		AllowedUsages:  servingUsages,
+		RequiredUsages: servingUsages,
+		MaxDuration:    metav1.Duration{Duration: BuiltInMaxDuration},
+		Subject: certv1alpha1.SubjectPolicy{CommonNamePrefix: nodeSubject.CommonNamePrefix, Organizations: nodeSubject.Organizations,
+			CommonNameIsRequester: true, ForbidOtherAttributes: true},
 		SubjectAltNames: certv1alpha1.SubjectAltNamePolicy{Allowed: []certv1alpha1.SubjectAltNameType{certv1alpha1.SANTypeDNS, certv1alpha1.SANTypeIP}, RequireDNSOrIP: true},
 	}
 )

@@ -3,6 +3,10 @@
 package policy
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/asn1"
 	"fmt"
@@ -19,7 +23,14 @@ import (
 type Violation struct {
 	Rule    string
 	Message string
+	// Reason is the Failed condition's reason; empty means
+	// SignerPolicyViolation.
+	Reason string
 }
+
+// ReasonWeakPublicKey is the Failed reason for a request whose key is too
+// weak to certify.
+const ReasonWeakPublicKey = "WeakPublicKey"
 
 func (v *Violation) Error() string { return v.Rule + ": " + v.Message }
 
@@ -43,13 +54,19 @@ var oidBasicConstraints = asn1.ObjectIdentifier{2, 5, 29, 19}
 // *Violation when a rule is broken.
 func Evaluate(p *certv1alpha1.SignerPolicy, spec *certv1alpha1.CertificateSigningRequestSpec, req *x509.CertificateRequest) (Decision, error) {
 	var d Decision
+	if err := checkPublicKey(req); err != nil {
+		return d, err
+	}
 	if err := checkUsages(p, spec.Usages); err != nil {
 		return d, err
 	}
 	if err := checkNoCA(req); err != nil {
 		return d, err
 	}
-	if err := checkSubject(&p.Subject, req); err != nil {
+	if err := checkPrivilegedGroup(spec.Usages, req); err != nil {
+		return d, err
+	}
+	if err := checkSubject(&p.Subject, spec.Username, req); err != nil {
 		return d, err
 	}
 	if err := checkSANs(&p.SubjectAltNames, req); err != nil {
@@ -116,10 +133,61 @@ func checkNoCA(req *x509.CertificateRequest) error {
 	return nil
 }
 
-func checkSubject(p *certv1alpha1.SubjectPolicy, req *x509.CertificateRequest) error {
+// checkPublicKey refuses keys too weak to certify, in every policy: RSA
+// below 2048 bits and elliptic curves other than P-256, P-384 and P-521.
+func checkPublicKey(req *x509.CertificateRequest) error {
+	weak := func(format string, args ...any) error {
+		v := violation("publicKey", format, args...)
+		v.Reason = ReasonWeakPublicKey
+		return v
+	}
+	switch k := req.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if bits := k.N.BitLen(); bits < MinRSABits {
+			return weak("RSA key of %d bits; at least %d are required", bits, MinRSABits)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return weak("ECDSA curve %s is not allowed; use P-256, P-384 or P-521", k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
+	default:
+		return weak("public key type %T is not supported", req.PublicKey)
+	}
+	return nil
+}
+
+// MinRSABits is the smallest RSA key any policy certifies.
+const MinRSABits = 2048
+
+// checkPrivilegedGroup refuses system:masters in any certificate that could
+// authenticate a client, whatever the policy says (see package
+// subjectrestriction, which refuses the same requests at create).
+func checkPrivilegedGroup(usages []certv1alpha1.KeyUsage, req *x509.CertificateRequest) error {
+	names := make([]string, len(usages))
+	for i, u := range usages {
+		names[i] = string(u)
+	}
+	if ClientAuthUsable(names) && NamesPrivilegedGroup(req.Subject.Organization) {
+		return violation("subject.organizations", "group %q is never certified for client authentication", PrivilegedGroup)
+	}
+	return nil
+}
+
+func checkSubject(p *certv1alpha1.SubjectPolicy, requester string, req *x509.CertificateRequest) error {
 	cn := req.Subject.CommonName
 	if p.CommonNamePrefix != "" && (!strings.HasPrefix(cn, p.CommonNamePrefix) || len(cn) == len(p.CommonNamePrefix)) {
 		return violation("policy.subject.commonNamePrefix", "common name %q must start with %q", cn, p.CommonNamePrefix)
+	}
+	if p.CommonNameIsRequester && cn != requester {
+		return violation("policy.subject.commonNameIsRequester", "common name %q must be the requesting user's name %q", cn, requester)
+	}
+	if p.ForbidOtherAttributes {
+		if attr := otherSubjectAttribute(req); attr != "" {
+			return violation("policy.subject.forbidOtherAttributes", "subject attribute %s is not allowed; only the common name and organizations are", attr)
+		}
 	}
 	orgs := req.Subject.Organization
 	if len(p.Organizations) > 0 && !sameSet(orgs, p.Organizations) {
@@ -143,7 +211,30 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(x, y)
 }
 
+// otherSubjectAttribute names the first subject attribute that is neither
+// the common name nor an organization, or returns "".
+func otherSubjectAttribute(req *x509.CertificateRequest) string {
+	for _, atv := range req.Subject.Names {
+		if !atv.Type.Equal(oidCommonName) && !atv.Type.Equal(oidOrganization) {
+			return atv.Type.String()
+		}
+	}
+	return ""
+}
+
+var (
+	oidCommonName   = asn1.ObjectIdentifier{2, 5, 4, 3}
+	oidOrganization = asn1.ObjectIdentifier{2, 5, 4, 10}
+)
+
 func checkSANs(p *certv1alpha1.SubjectAltNamePolicy, req *x509.CertificateRequest) error {
+	if !p.AllowWildcardDNSNames {
+		for _, name := range req.DNSNames {
+			if strings.Contains(name, "*") {
+				return violation("policy.subjectAltNames.allowWildcardDNSNames", "wildcard DNS name %q is not allowed", name)
+			}
+		}
+	}
 	present := map[certv1alpha1.SubjectAltNameType]int{
 		certv1alpha1.SANTypeDNS:   len(req.DNSNames),
 		certv1alpha1.SANTypeIP:    len(req.IPAddresses),

@@ -1,7 +1,11 @@
 package policy
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -19,7 +23,11 @@ import (
 )
 
 type req struct {
-	cn     string
+	cn string
+	ou []string
+	// user is the requester (spec.username); empty means the common name.
+	user   string
+	key    crypto.Signer
 	orgs   []string
 	dns    []string
 	ips    []net.IP
@@ -32,14 +40,18 @@ type req struct {
 func build(t *testing.T, r req) (*certv1alpha1.CertificateSigningRequestSpec, *x509.CertificateRequest) {
 	t.Helper()
 	tmpl := &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: r.cn, Organization: r.orgs},
+		Subject:  pkix.Name{CommonName: r.cn, Organization: r.orgs, OrganizationalUnit: r.ou},
 		DNSNames: r.dns, IPAddresses: r.ips, EmailAddresses: r.emails, URIs: r.uris,
 	}
 	if r.ca {
 		val, _ := asn1.Marshal(struct{ IsCA bool }{true})
 		tmpl.ExtraExtensions = []pkix.Extension{{Id: oidBasicConstraints, Critical: true, Value: val}}
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, fixtures.NewKey(t))
+	key := r.key
+	if key == nil {
+		key = fixtures.NewKey(t)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +59,11 @@ func build(t *testing.T, r req) (*certv1alpha1.CertificateSigningRequestSpec, *x
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &certv1alpha1.CertificateSigningRequestSpec{Usages: r.usages}, parsed
+	user := r.user
+	if user == "" {
+		user = r.cn
+	}
+	return &certv1alpha1.CertificateSigningRequestSpec{Usages: r.usages, Username: user}, parsed
 }
 
 var (
@@ -100,7 +116,7 @@ func TestKubeAPIServerClientPolicy(t *testing.T) {
 		"server auth beyond the set":  {r: req{cn: "a", usages: []certv1alpha1.KeyUsage{ds, ca, sa}}, wantRule: "policy.allowedUsages"},
 		"code signing beyond the set": {r: req{cn: "a", usages: []certv1alpha1.KeyUsage{ca, certv1alpha1.UsageCodeSigning}}, wantRule: "policy.allowedUsages"},
 		"CA bit requested":            {r: req{cn: "a", ca: true, usages: clientU}, wantRule: "policy.caBit"},
-		"system:masters":              {r: req{cn: "a", orgs: []string{"system:masters"}, usages: clientU}, wantRule: "policy.subject.forbiddenOrganizations"},
+		"system:masters":              {r: req{cn: "a", orgs: []string{"system:masters"}, usages: clientU}, wantRule: "subject.organizations"},
 	})
 }
 
@@ -112,20 +128,22 @@ func TestKubeletClientPolicy(t *testing.T) {
 		r        req
 		wantRule string
 	}{
-		"node client":              {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: clientU}},
-		"usages in another order":  {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ca, ds, ke}}},
-		"CN without prefix":        {r: req{cn: "n1", orgs: nodeOrgs, usages: clientU}, wantRule: "policy.subject.commonNamePrefix"},
-		"CN only the prefix":       {r: req{cn: "system:node:", orgs: nodeOrgs, usages: clientU}, wantRule: "policy.subject.commonNamePrefix"},
-		"no organization":          {r: req{cn: "system:node:n1", usages: clientU}, wantRule: "policy.subject.organizations"},
-		"extra organization":       {r: req{cn: "system:node:n1", orgs: []string{"system:nodes", "system:masters"}, usages: clientU}, wantRule: "policy.subject.organizations"},
-		"other organization":       {r: req{cn: "system:node:n1", orgs: []string{"nodes"}, usages: clientU}, wantRule: "policy.subject.organizations"},
-		"DNS SAN":                  {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
-		"IP SAN":                   {r: req{cn: "system:node:n1", orgs: nodeOrgs, ips: []net.IP{net.ParseIP("10.0.0.1")}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
-		"Email SAN":                {r: req{cn: "system:node:n1", orgs: nodeOrgs, emails: []string{"n@x"}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
-		"URI SAN":                  {r: req{cn: "system:node:n1", orgs: nodeOrgs, uris: []*url.URL{someURL}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
-		"missing key encipherment": {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ds, ca}}, wantRule: "policy.requiredUsages"},
-		"server auth":              {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ke, ds, ca, sa}}, wantRule: "policy.allowedUsages"},
-		"CA bit":                   {r: req{cn: "system:node:n1", orgs: nodeOrgs, ca: true, usages: clientU}, wantRule: "policy.caBit"},
+		"node client":               {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: clientU}},
+		"usages in another order":   {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ca, ds, ke}}},
+		"CN without prefix":         {r: req{cn: "n1", orgs: nodeOrgs, usages: clientU}, wantRule: "policy.subject.commonNamePrefix"},
+		"CN only the prefix":        {r: req{cn: "system:node:", orgs: nodeOrgs, usages: clientU}, wantRule: "policy.subject.commonNamePrefix"},
+		"no organization":           {r: req{cn: "system:node:n1", usages: clientU}, wantRule: "policy.subject.organizations"},
+		"extra organization":        {r: req{cn: "system:node:n1", orgs: []string{"system:nodes", "dev"}, usages: clientU}, wantRule: "policy.subject.organizations"},
+		"system:masters":            {r: req{cn: "system:node:n1", orgs: []string{"system:nodes", "system:masters"}, usages: clientU}, wantRule: "subject.organizations"},
+		"bootstrap user for a node": {r: req{cn: "system:node:n1", user: "system:bootstrap:abcdef", orgs: nodeOrgs, usages: clientU}},
+		"other organization":        {r: req{cn: "system:node:n1", orgs: []string{"nodes"}, usages: clientU}, wantRule: "policy.subject.organizations"},
+		"DNS SAN":                   {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
+		"IP SAN":                    {r: req{cn: "system:node:n1", orgs: nodeOrgs, ips: []net.IP{net.ParseIP("10.0.0.1")}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
+		"Email SAN":                 {r: req{cn: "system:node:n1", orgs: nodeOrgs, emails: []string{"n@x"}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
+		"URI SAN":                   {r: req{cn: "system:node:n1", orgs: nodeOrgs, uris: []*url.URL{someURL}, usages: clientU}, wantRule: "policy.subjectAltNames.allowed"},
+		"missing key encipherment":  {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ds, ca}}, wantRule: "policy.requiredUsages"},
+		"server auth":               {r: req{cn: "system:node:n1", orgs: nodeOrgs, usages: []certv1alpha1.KeyUsage{ke, ds, ca, sa}}, wantRule: "policy.allowedUsages"},
+		"CA bit":                    {r: req{cn: "system:node:n1", orgs: nodeOrgs, ca: true, usages: clientU}, wantRule: "policy.caBit"},
 	})
 }
 
@@ -149,7 +167,61 @@ func TestKubeletServingPolicy(t *testing.T) {
 		"client auth":         {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, usages: []certv1alpha1.KeyUsage{ke, ds, sa, ca}}, wantRule: "policy.allowedUsages"},
 		"missing server auth": {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, usages: []certv1alpha1.KeyUsage{ke, ds}}, wantRule: "policy.requiredUsages"},
 		"CA bit":              {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, ca: true, usages: servingU}, wantRule: "policy.caBit"},
+		"another node's name": {r: req{cn: "system:node:n2", user: "system:node:n1", orgs: nodeOrgs, dns: []string{"n2"}, usages: servingU}, wantRule: "policy.subject.commonNameIsRequester"},
+		"not a node asking":   {r: req{cn: "system:node:n1", user: "mallory", orgs: nodeOrgs, dns: []string{"n1"}, usages: servingU}, wantRule: "policy.subject.commonNameIsRequester"},
+		"wildcard DNS name":   {r: req{cn: "system:node:n1", orgs: nodeOrgs, dns: []string{"*.example.com"}, usages: servingU}, wantRule: "policy.subjectAltNames.allowWildcardDNSNames"},
+		"extra attribute":     {r: req{cn: "system:node:n1", ou: []string{"ops"}, orgs: nodeOrgs, dns: []string{"n1"}, usages: servingU}, wantRule: "policy.subject.forbidOtherAttributes"},
 	})
+}
+
+// Every policy, built in or declared, refuses weak keys with its own reason.
+func TestWeakKeysAreRefused(t *testing.T) {
+	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p224, err := ecdsa.GenerateKey(elliptic.P224(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsa2048, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := certv1alpha1.SignerPolicy{MaxDuration: KubeAPIServerClientPolicy.MaxDuration}
+	for _, p := range []certv1alpha1.SignerPolicy{KubeAPIServerClientPolicy, open} {
+		for name, key := range map[string]crypto.Signer{"RSA-1024": rsa1024, "P-224": p224} {
+			spec, parsed := build(t, req{cn: "a", key: key, usages: []certv1alpha1.KeyUsage{ca}})
+			_, err := Evaluate(&p, spec, parsed)
+			var v *Violation
+			if !errors.As(err, &v) || v.Rule != "publicKey" || v.Reason != ReasonWeakPublicKey {
+				t.Errorf("%s: got %v, want a %s violation", name, err, ReasonWeakPublicKey)
+			}
+		}
+		spec, parsed := build(t, req{cn: "a", key: rsa2048, usages: []certv1alpha1.KeyUsage{ca}})
+		if _, err := Evaluate(&p, spec, parsed); err != nil {
+			t.Errorf("RSA-2048 refused: %v", err)
+		}
+	}
+}
+
+// A declared policy cannot allow system:masters client certificates, even
+// with no usage restriction: a certificate without extended key usages is
+// valid for client authentication.
+func TestPrivilegedGroupRefusedByEveryPolicy(t *testing.T) {
+	open := certv1alpha1.SignerPolicy{MaxDuration: KubeAPIServerClientPolicy.MaxDuration}
+	for name, usages := range map[string][]certv1alpha1.KeyUsage{
+		"client auth": {ca}, "any": {certv1alpha1.UsageAny}, "no EKU": {ds},
+	} {
+		spec, parsed := build(t, req{cn: "a", orgs: []string{"system:masters"}, usages: usages})
+		if _, err := Evaluate(&open, spec, parsed); err == nil || !strings.Contains(err.Error(), "system:masters") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	spec, parsed := build(t, req{cn: "a", orgs: []string{"system:masters"}, usages: []certv1alpha1.KeyUsage{sa}})
+	if _, err := Evaluate(&open, spec, parsed); err != nil {
+		t.Errorf("server certificate refused: %v", err)
+	}
 }
 
 // Lifetime: the minimum of the request and the signer's maximum.

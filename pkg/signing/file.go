@@ -94,7 +94,7 @@ func LoadCAFiles(certFile, keyFile string) (*x509.Certificate, crypto.Signer, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
-	if !publicKeysEqual(cert.PublicKey, signer.Public()) {
+	if !PublicKeysEqual(cert.PublicKey, signer.Public()) {
 		return nil, nil, fmt.Errorf("%s does not hold the private key of %s", keyFile, certFile)
 	}
 	return cert, signer, nil
@@ -154,7 +154,8 @@ func parsePrivateKey(data []byte) (crypto.Signer, error) {
 
 type equaler interface{ Equal(crypto.PublicKey) bool }
 
-func publicKeysEqual(a, b crypto.PublicKey) bool {
+// PublicKeysEqual reports whether two public keys are the same key.
+func PublicKeysEqual(a, b crypto.PublicKey) bool {
 	e, ok := a.(equaler)
 	return ok && e.Equal(b)
 }

@@ -9,14 +9,17 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
 
-// Grant is one permission the fake authorizer allows.
+// Grant is one permission the fake authorizer allows: on the synthetic
+// resource "signers" unless Resource says "certificateauthorities".
 type Grant struct {
 	User, Verb, Name string
+	Resource         string
 }
 
 // Authorizer allows exactly the grants it holds on resource "signers" in
-// group certificates.rekey.io, fails the test on any other resource, and
-// records every call.
+// group certificates.rekey.io and "certificateauthorities" in group
+// rotation.rekey.io, fails the test on any other resource, and records
+// every call.
 type Authorizer struct {
 	T      testing.TB
 	Grants []Grant
@@ -32,7 +35,9 @@ func (f *Authorizer) Authorizer() authorizer.Authorizer {
 
 func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	f.Calls = append(f.Calls, a)
-	if a.GetAPIGroup() != "certificates.rekey.io" || a.GetResource() != "signers" || !a.IsResourceRequest() {
+	signers := a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "signers"
+	cas := a.GetAPIGroup() == "rotation.rekey.io" && a.GetResource() == "certificateauthorities"
+	if !signers && !cas || !a.IsResourceRequest() {
 		f.T.Errorf("unexpected authorization check: group=%q resource=%q", a.GetAPIGroup(), a.GetResource())
 		return authorizer.DecisionDeny, "unexpected", nil
 	}
@@ -40,7 +45,11 @@ func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (auth
 		return authorizer.DecisionNoOpinion, "", f.Err
 	}
 	for _, g := range f.Grants {
-		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() {
+		resource := g.Resource
+		if resource == "" {
+			resource = "signers"
+		}
+		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() && resource == a.GetResource() {
 			return authorizer.DecisionAllow, "", nil
 		}
 	}

@@ -1,25 +1,31 @@
-// Package subjectrestriction refuses requests to the kube-apiserver client
-// signer for certificates in group system:masters: such a certificate would
-// bypass every authorization check in the cluster.
+// Package subjectrestriction refuses requests for client certificates in
+// group system:masters: such a certificate bypasses every authorization
+// check of any cluster whose kube-apiserver trusts the CA that signs it.
+//
+// rekey cannot know which of its CAs (or an external signer's) a
+// kube-apiserver trusts: that is the cluster's --client-ca-file. So the
+// restriction applies to every signer name, whenever the certificate could
+// authenticate a client (policy.ClientAuthUsable). The signer applies the
+// same rule again when it signs (policy.Evaluate).
 package subjectrestriction
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
 	"k8s.io/apiserver/pkg/admission"
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/policy"
 )
 
 // PluginName is the name to enable the plugin with.
 const PluginName = "SubjectRestriction"
 
 // PrivilegedGroup is the group whose members bypass authorization.
-const PrivilegedGroup = "system:masters"
+const PrivilegedGroup = policy.PrivilegedGroup
 
 // Register adds the plugin to a plugin registry.
 func Register(plugins *admission.Plugins) {
@@ -38,8 +44,9 @@ func New() *Plugin {
 	return &Plugin{Handler: admission.NewHandler(admission.Create)}
 }
 
-// Validate refuses creation of a request to rekey.io/kube-apiserver-client
-// whose subject organizations include system:masters.
+// Validate refuses creation of a request whose certificate could
+// authenticate a client and whose subject organizations include
+// system:masters, whatever its signer.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetResource().GroupResource() != certificates.Resource("certificatesigningrequests") || a.GetSubresource() != "" {
 		return nil
@@ -48,7 +55,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !ok {
 		return admission.NewForbidden(a, fmt.Errorf("expected a CertificateSigningRequest, got %T", a.GetObject()))
 	}
-	if csr.Spec.SignerName != certificates.KubeAPIServerClientSignerName {
+	usages := make([]string, len(csr.Spec.Usages))
+	for i, u := range csr.Spec.Usages {
+		usages[i] = string(u)
+	}
+	if !policy.ClientAuthUsable(usages) {
 		return nil
 	}
 	req, err := validation.ParseStoredCSR(csr.Spec.Request)
@@ -58,8 +69,9 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		// let an unchecked subject through.
 		return admission.NewForbidden(a, fmt.Errorf("unable to parse spec.request: %w", err))
 	}
-	if slices.Contains(req.Subject.Organization, PrivilegedGroup) {
-		return admission.NewForbidden(a, fmt.Errorf("use of signer %q with group %q in the subject is not allowed", certificates.KubeAPIServerClientSignerName, PrivilegedGroup))
+	if policy.NamesPrivilegedGroup(req.Subject.Organization) {
+		return admission.NewForbidden(a, fmt.Errorf("a certificate usable for client authentication may not name group %q in its subject, for any signer (signer %q)",
+			PrivilegedGroup, csr.Spec.SignerName))
 	}
 	return nil
 }

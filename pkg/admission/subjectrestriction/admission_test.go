@@ -14,17 +14,23 @@ import (
 )
 
 func TestSubjectRestriction(t *testing.T) {
+	client := []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageClientAuth}
 	tests := map[string]struct {
 		signer      string
 		orgs        []string
+		usages      []certificates.KeyUsage
 		subresource string
 		wantAllowed bool
 	}{
-		"masters to apiserver client refused":   {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev", "system:masters"}},
-		"other group to apiserver client":       {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev"}, wantAllowed: true},
-		"masters to another signer":             {signer: "example.com/signer", orgs: []string{"system:masters"}, wantAllowed: true},
-		"masters to kubelet client is not ours": {signer: certificates.KubeAPIServerClientKubeletSignerName, orgs: []string{"system:masters"}, wantAllowed: true},
-		"subresource ignored":                   {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"system:masters"}, subresource: "status", wantAllowed: true},
+		"masters to apiserver client refused": {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev", "system:masters"}, usages: client},
+		"other group to apiserver client":     {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"dev"}, usages: client, wantAllowed: true},
+		// Any signer's CA may be in a kube-apiserver's --client-ca-file.
+		"masters to another signer refused":  {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: client},
+		"masters to kubelet client refused":  {signer: certificates.KubeAPIServerClientKubeletSignerName, orgs: []string{"system:masters"}, usages: client},
+		"masters with usage any refused":     {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageAny}},
+		"masters with no EKU at all refused": {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageDigitalSignature}},
+		"masters serving certificate":        {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageServerAuth}, wantAllowed: true},
+		"subresource ignored":                {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"system:masters"}, usages: client, subresource: "status", wantAllowed: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -32,6 +38,7 @@ func TestSubjectRestriction(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "req"},
 				Spec: certificates.CertificateSigningRequestSpec{
 					SignerName: tc.signer,
+					Usages:     tc.usages,
 					Request:    fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "x", Organizations: tc.orgs}),
 				},
 			}

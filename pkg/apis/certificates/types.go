@@ -154,6 +154,8 @@ type SubjectPolicy struct {
 	CommonNamePrefix       string
 	Organizations          []string
 	ForbiddenOrganizations []string
+	CommonNameIsRequester  bool
+	ForbidOtherAttributes  bool
 }
 
 // SubjectAltNameType is a kind of subject alternative name.
@@ -169,8 +171,9 @@ const (
 
 // SubjectAltNamePolicy restricts subject alternative names.
 type SubjectAltNamePolicy struct {
-	Allowed        []SubjectAltNameType
-	RequireDNSOrIP bool
+	Allowed               []SubjectAltNameType
+	RequireDNSOrIP        bool
+	AllowWildcardDNSNames bool
 }
 
 // ApprovalMode says who approves a signer's requests.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/admission"
+	authenticatorunion "k8s.io/apiserver/pkg/authentication/request/union"
 	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/features"
@@ -38,7 +39,9 @@ import (
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
+	"rekey.io/rekey/pkg/serveridentity"
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
 	"rekey.io/rekey/pkg/standalone"
 )
 
@@ -78,6 +81,9 @@ type Options struct {
 	// sent to the cluster (delegated authorization and NodeClient approval).
 	AuthorizationQPS   float32
 	AuthorizationBurst int
+	// KeyStorePaths are the PKCS#11 modules and the directories of CA and
+	// PIN files that CertificateAuthorities may name.
+	KeyStorePaths keystorepaths.Allowed
 
 	embedEtcd bool
 
@@ -161,6 +167,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	ctrl.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a dead leader holds the lease before another replica takes over.")
 	ctrl.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
 	ctrl.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
+	ctrl.StringSliceVar(&o.KeyStorePaths.PKCS11Modules, "pkcs11-module", o.KeyStorePaths.PKCS11Modules,
+		"Absolute path of a PKCS#11 module that CertificateAuthorities may use (repeat for several). A module runs inside rekey-apiserver; "+
+			"none is allowed unless listed here.")
+	ctrl.StringSliceVar(&o.KeyStorePaths.Dirs, "file-keystore-dir", o.KeyStorePaths.Dirs,
+		"Directory whose files CertificateAuthorities may name as File key-store certificate and key, or as PKCS#11 PIN file (repeat for several). "+
+			"No file is readable unless its directory is listed here.")
 
 	generic := fss.FlagSet("generic")
 	generic.Float32Var(&o.AuthorizationQPS, "authorization-webhook-qps", o.AuthorizationQPS,
@@ -264,6 +276,7 @@ func (o *Options) Validate() error {
 	if o.SignerWorkers < 1 {
 		errs = append(errs, errors.New("--signer-workers must be at least 1"))
 	}
+	errs = append(errs, o.KeyStorePaths.Validate()...)
 	if o.LeaseDuration < time.Second {
 		errs = append(errs, errors.New("--leader-elect-lease-duration must be at least 1s"))
 	}
@@ -307,7 +320,21 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 	}
-	return &apiserver.Config{GenericConfig: genericConfig}, nil
+	// The controllers authenticate with a token only this process knows,
+	// ahead of every other authenticator (see package serveridentity).
+	controllers, err := serveridentity.New()
+	if err != nil {
+		return nil, err
+	}
+	if genericConfig.Authentication.Authenticator == nil {
+		genericConfig.Authentication.Authenticator = controllers.Authenticator()
+	} else {
+		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), genericConfig.Authentication.Authenticator)
+	}
+	return &apiserver.Config{GenericConfig: genericConfig, ExtraConfig: apiserver.ExtraConfig{
+		ControllerIdentity: controllers,
+		KeyStorePaths:      o.KeyStorePaths,
+	}}, nil
 }
 
 // applyStandalone installs the built-in authorizer and rekey's admission
@@ -369,9 +396,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	server.GenericAPIServer.AddPostStartHookOrDie("rekey-controllers", func(hook genericapiserver.PostStartHookContext) error {
 		go manager.Run(ctx, manager.Config{
-			RESTConfig:      server.GenericAPIServer.LoopbackClientConfig,
+			RESTConfig:      config.ExtraConfig.ControllerIdentity.ClientConfig(server.GenericAPIServer.LoopbackClientConfig),
 			Authorizer:      config.GenericConfig.Authorization.Authorizer,
-			KeyStores:       &certificateauthority.KeyStores{Etcd: etcdKeys},
+			KeyStores:       &certificateauthority.KeyStores{Etcd: etcdKeys, Allowed: o.KeyStorePaths},
 			Etcd:            etcdClient,
 			PrivatePrefix:   o.PrivatePrefix,
 			LeaderElect:     o.LeaderElect,

@@ -2,7 +2,10 @@ package certificateauthority
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +24,8 @@ import (
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/pkg/strictpem"
 )
 
 // fileRecheck is how often File CAs are re-read to publish a replaced CA.
@@ -97,26 +102,30 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			break
 		}
 		if status.Current == nil || status.Current.Fingerprint != signing.Fingerprint(auth.Cert) {
-			status.Current = describe(auth)
+			// The key is the file: no key ID to publish.
+			status.Current = describe(auth.Cert, "")
 			status.TrustBundle = status.Current.Certificate
 		}
 		c.ready(status)
 	default:
-		if status.Current == nil {
-			cur, err := c.create(ctx, ca)
-			if err != nil {
-				c.notReady(status, "KeyStoreUnavailable", err.Error())
-				recheck = 10 * time.Second
-				break
-			}
-			status.Current = cur
-			status.TrustBundle = cur.Certificate
-		} else if err := c.reachable(ctx, ca, status.Current.KeyID); err != nil {
+		b, created, err := c.bind(ctx, ca)
+		if err == nil && !created {
 			// The key was made on an earlier sync (creating it just now
 			// proved the store reachable): check it is still there.
+			err = c.reachable(ctx, ca, b.KeyID)
+		}
+		if err != nil {
 			c.notReady(status, "KeyStoreUnavailable", err.Error())
 			recheck = 10 * time.Second
 			break
+		}
+		cert, err := x509.ParseCertificate(b.Certificate)
+		if err != nil {
+			return 0, fmt.Errorf("the bound certificate of CertificateAuthority %s does not parse: %w", name, err)
+		}
+		if status.Current == nil || status.Current.Fingerprint != signing.Fingerprint(cert) || status.Current.KeyID != b.KeyID {
+			status.Current = describe(cert, b.KeyID)
+			status.TrustBundle = status.Current.Certificate
 		}
 		c.ready(status)
 	}
@@ -146,34 +155,70 @@ func (c *Controller) reachable(ctx context.Context, ca *rotationv1alpha1.Certifi
 	return err
 }
 
-// create makes (or, after a crash, finds) the key and self-signs the CA
-// certificate. Only the certificate and the key ID reach the API object.
-func (c *Controller) create(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) (*rotationv1alpha1.CACertificate, error) {
+// bind returns the CA's key binding, making the key (or, after a crash,
+// finding it) and the self-signed certificate first if the CA has none.
+// The key ID is derived from the object's name and UID, both set by the
+// server; nothing in the object's spec or status chooses the key.
+func (c *Controller) bind(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) (*cabinding.Binding, bool, error) {
+	b, err := c.authorities.Bindings.Get(ctx, ca.Name)
+	if err == nil && b.CAUID == string(ca.UID) {
+		return b, false, nil
+	}
+	if err != nil && !errors.Is(err, cabinding.ErrNotFound) {
+		return nil, false, err
+	}
 	store, err := c.authorities.Stores.For(ca.Spec.KeyStore)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	keyID := KeyIDFor(ca, 1)
 	key, created, err := store.GetOrCreate(ctx, keyID, signing.Algorithm(ca.Spec.KeyAlgorithm))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	cert, err := signing.NewSelfSignedCA(ca.Spec.CommonName, key, ca.Spec.Validity.Duration, c.clock.Now())
+	cert := adoptable(ca, keyID, key)
+	if cert == nil {
+		cert, err = signing.NewSelfSignedCA(ca.Spec.CommonName, key, ca.Spec.Validity.Duration, c.clock.Now())
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	b, err = c.authorities.Bindings.Create(ctx, &cabinding.Binding{CAName: ca.Name, CAUID: string(ca.UID), KeyID: keyID, Certificate: cert.Raw})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	klog.FromContext(ctx).Info("CA certificate created", "name", ca.Name, "keyID", keyID, "newKey", created, "fingerprint", signing.Fingerprint(cert))
-	return describe(&Authority{KeyID: keyID, Cert: cert}), nil
+	klog.FromContext(ctx).Info("CA key bound", "name", ca.Name, "keyID", b.KeyID, "newKey", created, "fingerprint", signing.Fingerprint(cert))
+	return b, true, nil
 }
 
-func describe(a *Authority) *rotationv1alpha1.CACertificate {
+// adoptable returns the certificate a CA published before bindings
+// existed, if it is the CA's own: published for the server-derived key ID,
+// with that key, and self-signed by it (which only the key can do). Then
+// upgrading keeps the CA certificate clients already trust.
+func adoptable(ca *rotationv1alpha1.CertificateAuthority, keyID string, key crypto.Signer) *x509.Certificate {
+	cur := ca.Status.Current
+	if cur == nil || cur.KeyID != keyID {
+		return nil
+	}
+	blocks, err := strictpem.Decode([]byte(cur.Certificate), 1)
+	if err != nil || len(blocks) != 1 || blocks[0].Type != "CERTIFICATE" {
+		return nil
+	}
+	cert, err := x509.ParseCertificate(blocks[0].Bytes)
+	if err != nil || !cert.IsCA || !signing.PublicKeysEqual(cert.PublicKey, key.Public()) || cert.CheckSignatureFrom(cert) != nil {
+		return nil
+	}
+	return cert
+}
+
+func describe(cert *x509.Certificate, keyID string) *rotationv1alpha1.CACertificate {
 	return &rotationv1alpha1.CACertificate{
-		Certificate:  string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Cert.Raw})),
-		Fingerprint:  signing.Fingerprint(a.Cert),
-		SerialNumber: fmt.Sprintf("%x", a.Cert.SerialNumber),
-		NotBefore:    metav1.NewTime(a.Cert.NotBefore),
-		NotAfter:     metav1.NewTime(a.Cert.NotAfter),
-		KeyID:        a.KeyID,
+		Certificate:  string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})),
+		Fingerprint:  signing.Fingerprint(cert),
+		SerialNumber: fmt.Sprintf("%x", cert.SerialNumber),
+		NotBefore:    metav1.NewTime(cert.NotBefore),
+		NotAfter:     metav1.NewTime(cert.NotAfter),
+		KeyID:        keyID,
 	}
 }
 

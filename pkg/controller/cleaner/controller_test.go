@@ -11,7 +11,9 @@ import (
 )
 
 func TestDue(t *testing.T) {
-	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	// Relative to the real clock: the expired-certificate case uses a CA
+	// certificate made now.
+	now := time.Now()
 	created := func(ago time.Duration) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: "x", CreationTimestamp: metav1.NewTime(now.Add(-ago))}
 	}

@@ -28,6 +28,7 @@ import (
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/policy"
+	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
 // Config is what the controllers need.
@@ -88,12 +89,13 @@ func runControllers(ctx context.Context, cfg Config) {
 	csrInformer := factory.Certificates().V1alpha1().CertificateSigningRequests()
 	signerInformer := factory.Certificates().V1alpha1().Signers()
 
-	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), cfg.KeyStores)
-	caController := certificateauthority.NewController(client, caInformer, authorities, clk)
-	var recorder *issuance.Recorder
-	if cfg.Etcd != nil {
-		recorder = issuance.NewRecorder(ctx, cfg.Etcd, cfg.PrivatePrefix)
+	if cfg.Etcd == nil {
+		logger.Error(nil, "The controllers need etcd for CA key bindings and issuance records")
+		return
 	}
+	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), cfg.KeyStores, cabinding.NewEtcdStore(cfg.Etcd, cfg.PrivatePrefix))
+	caController := certificateauthority.NewController(client, caInformer, authorities, clk)
+	recorder := issuance.NewRecorder(ctx, cfg.Etcd, cfg.PrivatePrefix)
 	signerController := signer.NewController(client, csrInformer, signerInformer, authorities, recorder, clk)
 	caController.OnChange = signerController.CAChanged
 	approverController := approver.NewController(client, csrInformer, signerInformer, cfg.Authorizer, clk)

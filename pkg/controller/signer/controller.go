@@ -160,7 +160,11 @@ func (c *Controller) syncCSR(ctx context.Context, name string) error {
 	if errors.As(err, &violation) {
 		requestsTotal.WithLabelValues(signerName, "failed").Inc()
 		signingErrors.WithLabelValues(signerName, "policy").Inc()
-		return c.fail(ctx, csr, ReasonPolicyViolation, fmt.Sprintf("signer %s refused the request: %s", signerName, violation.Error()))
+		reason := ReasonPolicyViolation
+		if violation.Reason != "" {
+			reason = violation.Reason
+		}
+		return c.fail(ctx, csr, reason, fmt.Sprintf("signer %s refused the request: %s", signerName, violation.Error()))
 	}
 	if err != nil {
 		return err

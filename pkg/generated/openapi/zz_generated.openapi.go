@@ -3455,6 +3455,13 @@ func schema_pkg_apis_certificates_v1alpha1_SubjectAltNamePolicy(ref common.Refer
 							Format:      "",
 						},
 					},
+					"allowWildcardDNSNames": {
+						SchemaProps: spec.SchemaProps{
+							Description: "allowWildcardDNSNames lets DNS names contain a '*' label. Off by default: a wildcard name stands for every host of a domain.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
@@ -3511,6 +3518,20 @@ func schema_pkg_apis_certificates_v1alpha1_SubjectPolicy(ref common.ReferenceCal
 									},
 								},
 							},
+						},
+					},
+					"commonNameIsRequester": {
+						SchemaProps: spec.SchemaProps{
+							Description: "commonNameIsRequester requires the subject common name to be the requesting user's name (spec.username, set by the server from the authenticated user): a node may then only get a certificate in its own name.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"forbidOtherAttributes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "forbidOtherAttributes refuses subject attributes other than the common name and organizations (OU, country, locality, serial number and the rest), so that the certificate says nothing the policy did not check.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"rekey.io/rekey/pkg/serveridentity"
 )
 
 // Object is an API object with metadata.
@@ -39,6 +41,10 @@ type Kind[T Object] struct {
 	Validate             func(T) field.ErrorList
 	ValidateUpdate       func(newObj, oldObj T) field.ErrorList
 	ValidateStatusUpdate func(newObj, oldObj T) field.ErrorList
+	// StatusByControllersOnly refuses /status writes from anyone but rekey's
+	// own controllers (package serveridentity): for kinds whose status
+	// records what the server decided, such as which key a CA signs with.
+	StatusByControllersOnly bool
 }
 
 // Strategy serves the main resource.
@@ -109,10 +115,37 @@ func (s StatusStrategy[T]) GetResetFields() map[fieldpath.APIVersion]*fieldpath.
 	}
 }
 
+// PrepareForUpdate keeps the spec and all metadata but managed fields, as
+// the status subresource of a custom resource does: /status is authorized
+// separately from the main resource and must not become a way to change
+// labels, annotations, finalizers or owners.
 func (s StatusStrategy[T]) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
-	s.kind.CopySpec(obj.(T), old.(T))
+	o, prev := obj.(T), old.(T)
+	s.kind.CopySpec(o, prev)
+	KeepMetadata(o, prev)
 }
 
 func (s StatusStrategy[T]) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	if s.kind.StatusByControllersOnly && !serveridentity.FromContext(ctx) {
+		return field.ErrorList{field.Forbidden(field.NewPath("status"),
+			"written only by rekey-apiserver's own controllers; it records what the server decided (such as which key signs) and no client may set it")}
+	}
 	return s.kind.ValidateStatusUpdate(obj.(T), old.(T))
+}
+
+// KeepMetadata sets obj's metadata to old's, except managed fields (which
+// the server has just computed for this write) and the resource version
+// (already checked against old's for optimistic concurrency).
+func KeepMetadata(obj, old metav1.Object) {
+	managed := obj.GetManagedFields()
+	rv := obj.GetResourceVersion()
+	obj.SetLabels(old.GetLabels())
+	obj.SetAnnotations(old.GetAnnotations())
+	obj.SetFinalizers(old.GetFinalizers())
+	obj.SetOwnerReferences(old.GetOwnerReferences())
+	obj.SetGenerateName(old.GetGenerateName())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetManagedFields(managed)
+	obj.SetResourceVersion(rv)
 }

@@ -757,6 +757,14 @@ func (m *SubjectAltNamePolicy) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	var l int
 	_ = l
 	i--
+	if m.AllowWildcardDNSNames {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x18
+	i--
 	if m.RequireDNSOrIP {
 		dAtA[i] = 1
 	} else {
@@ -796,6 +804,22 @@ func (m *SubjectPolicy) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i--
+	if m.ForbidOtherAttributes {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x28
+	i--
+	if m.CommonNameIsRequester {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x20
 	if len(m.ForbiddenOrganizations) > 0 {
 		for iNdEx := len(m.ForbiddenOrganizations) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.ForbiddenOrganizations[iNdEx])
@@ -1094,6 +1118,7 @@ func (m *SubjectAltNamePolicy) Size() (n int) {
 		}
 	}
 	n += 2
+	n += 2
 	return n
 }
 
@@ -1117,6 +1142,8 @@ func (m *SubjectPolicy) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
+	n += 2
+	n += 2
 	return n
 }
 
@@ -1311,6 +1338,7 @@ func (this *SubjectAltNamePolicy) String() string {
 	s := strings.Join([]string{`&SubjectAltNamePolicy{`,
 		`Allowed:` + fmt.Sprintf("%v", this.Allowed) + `,`,
 		`RequireDNSOrIP:` + fmt.Sprintf("%v", this.RequireDNSOrIP) + `,`,
+		`AllowWildcardDNSNames:` + fmt.Sprintf("%v", this.AllowWildcardDNSNames) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -1323,6 +1351,8 @@ func (this *SubjectPolicy) String() string {
 		`CommonNamePrefix:` + fmt.Sprintf("%v", this.CommonNamePrefix) + `,`,
 		`Organizations:` + fmt.Sprintf("%v", this.Organizations) + `,`,
 		`ForbiddenOrganizations:` + fmt.Sprintf("%v", this.ForbiddenOrganizations) + `,`,
+		`CommonNameIsRequester:` + fmt.Sprintf("%v", this.CommonNameIsRequester) + `,`,
+		`ForbidOtherAttributes:` + fmt.Sprintf("%v", this.ForbidOtherAttributes) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3482,6 +3512,26 @@ func (m *SubjectAltNamePolicy) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.RequireDNSOrIP = bool(v != 0)
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AllowWildcardDNSNames", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.AllowWildcardDNSNames = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])
@@ -3628,6 +3678,46 @@ func (m *SubjectPolicy) Unmarshal(dAtA []byte) error {
 			}
 			m.ForbiddenOrganizations = append(m.ForbiddenOrganizations, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CommonNameIsRequester", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.CommonNameIsRequester = bool(v != 0)
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ForbidOtherAttributes", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ForbidOtherAttributes = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

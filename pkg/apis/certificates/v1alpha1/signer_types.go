@@ -102,6 +102,19 @@ type SubjectPolicy struct {
 	// +listType=atomic
 	// +optional
 	ForbiddenOrganizations []string `json:"forbiddenOrganizations,omitempty" protobuf:"bytes,3,rep,name=forbiddenOrganizations"`
+
+	// commonNameIsRequester requires the subject common name to be the
+	// requesting user's name (spec.username, set by the server from the
+	// authenticated user): a node may then only get a certificate in its
+	// own name.
+	// +optional
+	CommonNameIsRequester bool `json:"commonNameIsRequester,omitempty" protobuf:"varint,4,opt,name=commonNameIsRequester"`
+
+	// forbidOtherAttributes refuses subject attributes other than the common
+	// name and organizations (OU, country, locality, serial number and the
+	// rest), so that the certificate says nothing the policy did not check.
+	// +optional
+	ForbidOtherAttributes bool `json:"forbidOtherAttributes,omitempty" protobuf:"varint,5,opt,name=forbidOtherAttributes"`
 }
 
 // SubjectAltNameType is a kind of subject alternative name: DNS, IP, Email or URI.
@@ -128,6 +141,11 @@ type SubjectAltNamePolicy struct {
 	// requireDNSOrIP demands at least one DNS or IP SAN.
 	// +optional
 	RequireDNSOrIP bool `json:"requireDNSOrIP,omitempty" protobuf:"varint,2,opt,name=requireDNSOrIP"`
+
+	// allowWildcardDNSNames lets DNS names contain a '*' label. Off by
+	// default: a wildcard name stands for every host of a domain.
+	// +optional
+	AllowWildcardDNSNames bool `json:"allowWildcardDNSNames,omitempty" protobuf:"varint,3,opt,name=allowWildcardDNSNames"`
 }
 
 // ApprovalMode says who approves a signer's requests: Manual (people or

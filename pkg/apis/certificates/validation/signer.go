@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -59,9 +60,15 @@ func ValidateSignerUpdate(newS, oldS *certificates.Signer) field.ErrorList {
 	return allErrs
 }
 
-// ValidateSignerStatusUpdate validates a /status update.
+// ValidateSignerStatusUpdate validates a /status update (written by rekey's
+// controllers only): bounded, well-formed conditions.
 func ValidateSignerStatusUpdate(newS, oldS *certificates.Signer) field.ErrorList {
-	return apimachineryvalidation.ValidateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta, field.NewPath("metadata"))
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newS.ObjectMeta, &oldS.ObjectMeta, field.NewPath("metadata"))
+	conditions := field.NewPath("status", "conditions")
+	if len(newS.Status.Conditions) > MaxConditions {
+		return append(allErrs, field.TooMany(conditions, len(newS.Status.Conditions), MaxConditions))
+	}
+	return append(allErrs, metav1validation.ValidateConditions(newS.Status.Conditions, conditions)...)
 }
 
 func validatePolicy(fldPath *field.Path, p *certificates.SignerPolicy) field.ErrorList {

@@ -35,6 +35,10 @@ const (
 	MaxConditionMessageLength = 32 * 1024
 	// maxConditionReasonLength caps condition reasons.
 	maxConditionReasonLength = 1024
+	// MaxConditions caps status.conditions. With the other caps, a request
+	// stays well under etcd's 1.5 MiB value limit, so an oversized write is
+	// a 422 naming the field rather than a 500 from storage.
+	MaxConditions = 16
 )
 
 // KnownUsages is the set of usages a request may name.
@@ -178,11 +182,19 @@ func ValidateSignerName(fldPath *field.Path, signerName string) field.ErrorList 
 
 func validateConditions(fldPath *field.Path, conditions []certificates.CertificateSigningRequestCondition) field.ErrorList {
 	var allErrs field.ErrorList
+	if len(conditions) > MaxConditions {
+		// Nothing else is looked at: the list itself is the problem.
+		return append(allErrs, field.TooMany(fldPath, len(conditions), MaxConditions))
+	}
 	seen := sets.New[certificates.RequestConditionType]()
 	for i, c := range conditions {
 		idx := fldPath.Index(i)
 		if c.Type == "" {
 			allErrs = append(allErrs, field.Required(idx.Child("type"), ""))
+		} else if errs := utilvalidation.IsQualifiedName(string(c.Type)); len(errs) > 0 {
+			// ASCII only: no invisible or look-alike characters that would
+			// show as "Approved" without being it.
+			allErrs = append(allErrs, field.Invalid(idx.Child("type"), c.Type, strings.Join(errs, "; ")))
 		} else if seen.Has(c.Type) {
 			allErrs = append(allErrs, field.Duplicate(idx.Child("type"), c.Type))
 		}

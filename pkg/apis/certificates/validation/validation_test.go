@@ -2,6 +2,7 @@ package validation
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -364,5 +365,29 @@ func TestCertificateChainIsReadOneWay(t *testing.T) {
 	}
 	if errs := ValidateCertificate(field.NewPath("status", "certificate"), []byte(cert+"\n"+cert)); len(errs) != 0 {
 		t.Fatalf("a chain of two blocks must be accepted: %v", errs)
+	}
+}
+
+func TestConditionsAreBounded(t *testing.T) {
+	path := field.NewPath("status", "conditions")
+	many := make([]certificates.CertificateSigningRequestCondition, MaxConditions+1)
+	for i := range many {
+		many[i] = certificates.CertificateSigningRequestCondition{Type: certificates.RequestConditionType(fmt.Sprintf("example.com/c%d", i)), Status: metav1.ConditionTrue}
+	}
+	requireError(t, validateConditions(path, many), "status.conditions", "must have at most 16 items")
+
+	for name, typ := range map[string]string{
+		"zero-width space":   "Approved\u200b",
+		"Cyrillic A":         "\u0410pproved",
+		"space":              "Approved ",
+		"too long":           strings.Repeat("a", 64),
+		"slash without name": "example.com/",
+	} {
+		errs := validateConditions(path, []certificates.CertificateSigningRequestCondition{{Type: certificates.RequestConditionType(typ), Status: metav1.ConditionTrue}})
+		requireError(t, errs, "status.conditions[0].type", "")
+		_ = name
+	}
+	if errs := validateConditions(path, []certificates.CertificateSigningRequestCondition{{Type: "example.com/Checked", Status: metav1.ConditionTrue}}); len(errs) != 0 {
+		t.Fatalf("a prefixed condition type was refused: %v", errs)
 	}
 }

@@ -2,13 +2,21 @@
 package validation
 
 import (
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
+	"rekey.io/rekey/pkg/strictpem"
 )
 
 // MinValidity is the shortest CA lifetime.
@@ -78,6 +86,31 @@ func ValidateCertificateAuthority(ca *rotation.CertificateAuthority) field.Error
 	return allErrs
 }
 
+// ValidateKeyStorePaths refuses a key store that names a PKCS#11 module,
+// CA file or PIN file the server's allow-lists do not hold. Loading a
+// module runs its code in rekey-apiserver, and a file path is a read of
+// the server's file system, so neither is taken from an object alone.
+func ValidateKeyStorePaths(ca *rotation.CertificateAuthority, allowed keystorepaths.Allowed) field.ErrorList {
+	var allErrs field.ErrorList
+	ks := field.NewPath("spec", "keyStore")
+	if f := ca.Spec.KeyStore.File; f != nil {
+		for name, p := range map[string]string{"certFile": f.CertFile, "keyFile": f.KeyFile} {
+			if err := allowed.CheckFile(p); err != nil && p != "" {
+				allErrs = append(allErrs, field.Forbidden(ks.Child("file", name), err.Error()))
+			}
+		}
+	}
+	if p := ca.Spec.KeyStore.Pkcs11; p != nil {
+		if err := allowed.CheckModule(p.ModulePath); err != nil && p.ModulePath != "" {
+			allErrs = append(allErrs, field.Forbidden(ks.Child("pkcs11", "modulePath"), err.Error()))
+		}
+		if err := allowed.CheckFile(p.PINFile); err != nil && p.PINFile != "" {
+			allErrs = append(allErrs, field.Forbidden(ks.Child("pkcs11", "pinFile"), err.Error()))
+		}
+	}
+	return allErrs
+}
+
 // ValidateCertificateAuthorityUpdate keeps the spec immutable: changing the
 // key means a rotation.
 func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthority) field.ErrorList {
@@ -86,9 +119,87 @@ func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthor
 	return allErrs
 }
 
-// ValidateCertificateAuthorityStatusUpdate validates a /status update.
+// ValidateCertificateAuthorityStatusUpdate validates a /status update. Only
+// rekey's controllers write it (the storage refuses anyone else first); the
+// checks keep the controllers honest too.
 func ValidateCertificateAuthorityStatusUpdate(newCA, oldCA *rotation.CertificateAuthority) field.ErrorList {
-	return apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
+	return append(allErrs, ValidateCertificateAuthorityStatus(&newCA.Status, field.NewPath("status"))...)
+}
+
+var phases = []string{string(rotation.PhaseNone), string(rotation.PhasePreparing), string(rotation.PhasePrepared),
+	string(rotation.PhaseCompleting), string(rotation.PhaseCompleted)}
+
+// ValidateCertificateAuthorityStatus checks what status may hold: a known
+// phase, CA certificates that parse, plain key IDs, a trust bundle of
+// certificates only, and bounded conditions.
+func ValidateCertificateAuthorityStatus(status *rotation.CertificateAuthorityStatus, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if !contains(phases, string(status.Phase)) {
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("phase"), status.Phase, phases))
+	}
+	for name, c := range map[string]*rotation.CACertificate{"current": status.Current, "previous": status.Previous} {
+		if c == nil {
+			continue
+		}
+		p := fldPath.Child(name)
+		if err := signing.ValidateKeyID(c.KeyID); c.KeyID != "" && err != nil {
+			allErrs = append(allErrs, field.Invalid(p.Child("keyID"), c.KeyID, err.Error()))
+		}
+		if _, err := parseCertificates(c.Certificate, 1); err != nil {
+			allErrs = append(allErrs, field.Invalid(p.Child("certificate"), "<certificate>", err.Error()))
+		}
+	}
+	if status.TrustBundle != "" {
+		if _, err := parseCertificates(status.TrustBundle, maxTrustBundleCertificates); err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("trustBundle"), "<bundle>", err.Error()))
+		}
+	}
+	return append(allErrs, ValidateConditions(fldPath.Child("conditions"), status.Conditions)...)
+}
+
+// MaxConditions caps the conditions of rekey's own kinds.
+const MaxConditions = 16
+
+// maxTrustBundleCertificates caps a trust bundle: the current and previous
+// CA during rotation, with room for adopted bundles.
+const maxTrustBundleCertificates = 16
+
+// maxStatusPEMBytes caps PEM in status before parsing.
+const maxStatusPEMBytes = 256 * 1024
+
+// ValidateConditions checks a list of metav1.Conditions: at most
+// MaxConditions, each as metav1 validates it.
+func ValidateConditions(fldPath *field.Path, conditions []metav1.Condition) field.ErrorList {
+	if len(conditions) > MaxConditions {
+		return field.ErrorList{field.TooMany(fldPath, len(conditions), MaxConditions)}
+	}
+	return metav1validation.ValidateConditions(conditions, fldPath)
+}
+
+func parseCertificates(data string, maxBlocks int) ([]*x509.Certificate, error) {
+	if len(data) > maxStatusPEMBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxStatusPEMBytes)
+	}
+	blocks, err := strictpem.Decode([]byte(data), maxBlocks)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
+		return nil, errors.New("no CERTIFICATE PEM block")
+	}
+	certs := make([]*x509.Certificate, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, b.Type)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d is not an X.509 certificate", i)
+		}
+		certs = append(certs, cert)
+	}
+	return certs, nil
 }
 
 func absolutePath(fldPath *field.Path, p string) field.ErrorList {

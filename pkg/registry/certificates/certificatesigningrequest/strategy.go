@@ -23,6 +23,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/registry/specstatus"
 )
 
 const apiVersion = "certificates.rekey.io/v1alpha1"
@@ -122,6 +123,7 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 func (s statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
 	newCSR.Spec = oldCSR.Spec
+	specstatus.KeepMetadata(newCSR, oldCSR)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateApproved)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateDenied)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
@@ -150,10 +152,13 @@ func (approvalStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 	}
 }
 
-// PrepareForUpdate keeps everything but the conditions.
+// PrepareForUpdate keeps everything but the conditions: spec and metadata
+// (but managed fields) as they were, so that the right to approve is not
+// also a right to relabel, annotate or add finalizers.
 func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
 	newCSR.Spec = oldCSR.Spec
+	specstatus.KeepMetadata(newCSR, oldCSR)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
 }
 
@@ -185,24 +190,35 @@ func preserveCondition(newCSR, oldCSR *certificates.CertificateSigningRequest, t
 	}
 }
 
-// stampConditionTimes fills lastUpdateTime and lastTransitionTime when the
-// writer left them empty, as certificates.k8s.io/v1 does.
+// stampConditionTimes sets lastUpdateTime and lastTransitionTime from the
+// server's clock, whatever the writer sent: the cleaner deletes requests by
+// these times, so a writer who could date a condition in 1970 could have a
+// request deleted that it may not delete. A condition unchanged from the
+// stored object keeps its stored times; a new or changed one is updated
+// now, and has transitioned now unless its status is the stored one.
 func stampConditionTimes(newCSR, oldCSR *certificates.CertificateSigningRequest, now time.Time) {
+	stamp := metav1.NewTime(now)
 	for i := range newCSR.Status.Conditions {
 		c := &newCSR.Status.Conditions[i]
-		if c.LastUpdateTime.IsZero() {
-			c.LastUpdateTime = metav1.NewTime(now)
-		}
-		if !c.LastTransitionTime.IsZero() {
-			continue
-		}
-		c.LastTransitionTime = metav1.NewTime(now)
-		for _, oc := range oldCSR.Status.Conditions {
-			if oc.Type == c.Type && oc.Status == c.Status && !oc.LastTransitionTime.IsZero() {
-				c.LastTransitionTime = oc.LastTransitionTime
-			}
+		old := findCondition(oldCSR, c.Type)
+		switch {
+		case old != nil && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message:
+			c.LastUpdateTime, c.LastTransitionTime = old.LastUpdateTime, old.LastTransitionTime
+		case old != nil && old.Status == c.Status:
+			c.LastUpdateTime, c.LastTransitionTime = stamp, old.LastTransitionTime
+		default:
+			c.LastUpdateTime, c.LastTransitionTime = stamp, stamp
 		}
 	}
+}
+
+func findCondition(csr *certificates.CertificateSigningRequest, t certificates.RequestConditionType) *certificates.CertificateSigningRequestCondition {
+	for i := range csr.Status.Conditions {
+		if csr.Status.Conditions[i].Type == t {
+			return &csr.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // GetAttrs returns the labels and selectable fields of a request.

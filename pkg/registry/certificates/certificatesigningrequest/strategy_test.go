@@ -154,14 +154,70 @@ func TestApprovalStrategyAddsConditionsOnly(t *testing.T) {
 		t.Errorf("refused: %v", errs)
 	}
 
-	// A later update keeps the transition time of an unchanged condition.
+	// A later update keeps the times of an unchanged condition, whatever
+	// the writer sent.
 	later := updated.DeepCopy()
 	later.Status.Conditions[0].LastUpdateTime = metav1.Time{}
 	later.Status.Conditions[0].LastTransitionTime = metav1.Time{}
 	s2 := NewApprovalStrategy(NewStrategy(runtime.NewScheme(), clocktesting.NewFakePassiveClock(now.Add(time.Hour))))
 	s2.PrepareForUpdate(context.Background(), later, updated)
-	if c := later.Status.Conditions[0]; !c.LastTransitionTime.Time.Equal(now) || !c.LastUpdateTime.Time.Equal(now.Add(time.Hour)) {
-		t.Errorf("transition time not kept: %+v", c)
+	if c := later.Status.Conditions[0]; !c.LastTransitionTime.Time.Equal(now) || !c.LastUpdateTime.Time.Equal(now) {
+		t.Errorf("times of an unchanged condition not kept: %+v", c)
+	}
+}
+
+// TestConditionTimesAreTheServers: a writer's timestamps are never stored.
+// A Failed condition dated 1970 would otherwise make the cleaner delete the
+// request at once.
+func TestConditionTimesAreTheServers(t *testing.T) {
+	epoch := metav1.NewTime(time.Unix(0, 0))
+	old := newCSR(t)
+	old.Status.Conditions = []certificates.CertificateSigningRequestCondition{{Type: "Approved", Status: "True", Reason: "OK",
+		LastUpdateTime: metav1.NewTime(now.Add(-time.Hour)), LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+	updated := old.DeepCopy()
+	updated.Status.Conditions[0].LastUpdateTime, updated.Status.Conditions[0].LastTransitionTime = epoch, epoch
+	updated.Status.Conditions = append(updated.Status.Conditions, certificates.CertificateSigningRequestCondition{
+		Type: "Failed", Status: "True", Reason: "Broken", LastUpdateTime: epoch, LastTransitionTime: epoch})
+
+	s := NewStatusStrategy(testStrategy())
+	s.PrepareForUpdate(context.Background(), updated, old)
+	approved, failed := updated.Status.Conditions[0], updated.Status.Conditions[1]
+	if !approved.LastUpdateTime.Time.Equal(now.Add(-time.Hour)) || !approved.LastTransitionTime.Time.Equal(now.Add(-time.Hour)) {
+		t.Errorf("stored Approved times were rewritten: %+v", approved)
+	}
+	if !failed.LastUpdateTime.Time.Equal(now) || !failed.LastTransitionTime.Time.Equal(now) {
+		t.Errorf("Failed times are the writer's, not the server's: %+v", failed)
+	}
+}
+
+// TestSubresourcesKeepMetadata: /approval and /status change conditions
+// (and the certificate), never labels, annotations, finalizers or owners.
+func TestSubresourcesKeepMetadata(t *testing.T) {
+	for name, s := range map[string]interface {
+		PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	}{
+		"/approval": NewApprovalStrategy(testStrategy()),
+		"/status":   NewStatusStrategy(testStrategy()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			old := newCSR(t)
+			old.Labels = map[string]string{"team": "a"}
+			old.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "old"}}
+			updated := old.DeepCopy()
+			updated.Labels = map[string]string{"team": "b"}
+			updated.Annotations = map[string]string{"x": "y"}
+			updated.Finalizers = []string{"example.com/block-delete"}
+			updated.OwnerReferences = []metav1.OwnerReference{{Name: "victim"}}
+			updated.Generation = 42
+			updated.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "approver"}}
+			s.PrepareForUpdate(context.Background(), updated, old)
+			if updated.Labels["team"] != "a" || updated.Annotations != nil || updated.Finalizers != nil || updated.OwnerReferences != nil || updated.Generation != old.Generation {
+				t.Errorf("metadata changed through %s: %+v", name, updated.ObjectMeta)
+			}
+			if len(updated.ManagedFields) != 1 || updated.ManagedFields[0].Manager != "approver" {
+				t.Errorf("managed fields of this write were dropped: %+v", updated.ManagedFields)
+			}
+		})
 	}
 }
 

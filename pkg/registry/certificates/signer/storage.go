@@ -24,7 +24,8 @@ var kind = specstatus.Kind[*certificates.Signer]{
 	ValidateUpdate: func(n, o *certificates.Signer) field.ErrorList {
 		return validation.ValidateSignerUpdate(n, o)
 	},
-	ValidateStatusUpdate: validation.ValidateSignerStatusUpdate,
+	ValidateStatusUpdate:    validation.ValidateSignerStatusUpdate,
+	StatusByControllersOnly: true,
 }
 
 var table = specstatus.Table[*certificates.Signer]{

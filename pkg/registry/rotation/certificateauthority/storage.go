@@ -4,23 +4,26 @@ package certificateauthority
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/apis/rotation/validation"
 	"rekey.io/rekey/pkg/registry/specstatus"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
 )
 
 var kind = specstatus.Kind[*rotation.CertificateAuthority]{
-	APIVersion:           "rotation.rekey.io/v1alpha1",
-	Spec:                 func(c *rotation.CertificateAuthority) any { return &c.Spec },
-	Status:               func(c *rotation.CertificateAuthority) any { return &c.Status },
-	ResetStatus:          func(c *rotation.CertificateAuthority) { c.Status = rotation.CertificateAuthorityStatus{} },
-	CopyStatus:           func(dst, src *rotation.CertificateAuthority) { dst.Status = src.Status },
-	CopySpec:             func(dst, src *rotation.CertificateAuthority) { dst.Spec = src.Spec },
-	Validate:             validation.ValidateCertificateAuthority,
-	ValidateUpdate:       validation.ValidateCertificateAuthorityUpdate,
-	ValidateStatusUpdate: validation.ValidateCertificateAuthorityStatusUpdate,
+	APIVersion:              "rotation.rekey.io/v1alpha1",
+	Spec:                    func(c *rotation.CertificateAuthority) any { return &c.Spec },
+	Status:                  func(c *rotation.CertificateAuthority) any { return &c.Status },
+	ResetStatus:             func(c *rotation.CertificateAuthority) { c.Status = rotation.CertificateAuthorityStatus{} },
+	CopyStatus:              func(dst, src *rotation.CertificateAuthority) { dst.Status = src.Status },
+	CopySpec:                func(dst, src *rotation.CertificateAuthority) { dst.Spec = src.Spec },
+	Validate:                validation.ValidateCertificateAuthority,
+	ValidateUpdate:          validation.ValidateCertificateAuthorityUpdate,
+	ValidateStatusUpdate:    validation.ValidateCertificateAuthorityStatusUpdate,
+	StatusByControllersOnly: true,
 }
 
 var table = specstatus.Table[*rotation.CertificateAuthority]{
@@ -47,8 +50,13 @@ var table = specstatus.Table[*rotation.CertificateAuthority]{
 	},
 }
 
-// NewStorage returns the main and /status storage.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*specstatus.REST, *specstatus.SubresourceREST, error) {
+// NewStorage returns the main and /status storage. A new CA may name only
+// the PKCS#11 modules and key-store files the server allows.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, allowed keystorepaths.Allowed) (*specstatus.REST, *specstatus.SubresourceREST, error) {
+	kind := kind
+	kind.Validate = func(ca *rotation.CertificateAuthority) field.ErrorList {
+		return append(validation.ValidateCertificateAuthority(ca), validation.ValidateKeyStorePaths(ca, allowed)...)
+	}
 	return specstatus.NewStorage(scheme, optsGetter, specstatus.Resource[*rotation.CertificateAuthority]{
 		New:        func() runtime.Object { return &rotation.CertificateAuthority{} },
 		NewList:    func() runtime.Object { return &rotation.CertificateAuthorityList{} },

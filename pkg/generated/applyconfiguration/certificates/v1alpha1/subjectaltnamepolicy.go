@@ -33,6 +33,9 @@ type SubjectAltNamePolicyApplyConfiguration struct {
 	Allowed []certificatesv1alpha1.SubjectAltNameType `json:"allowed,omitempty"`
 	// requireDNSOrIP demands at least one DNS or IP SAN.
 	RequireDNSOrIP *bool `json:"requireDNSOrIP,omitempty"`
+	// allowWildcardDNSNames lets DNS names contain a '*' label. Off by
+	// default: a wildcard name stands for every host of a domain.
+	AllowWildcardDNSNames *bool `json:"allowWildcardDNSNames,omitempty"`
 }
 
 // SubjectAltNamePolicyApplyConfiguration constructs a declarative configuration of the SubjectAltNamePolicy type for use with
@@ -56,5 +59,13 @@ func (b *SubjectAltNamePolicyApplyConfiguration) WithAllowed(values ...certifica
 // If called multiple times, the RequireDNSOrIP field is set to the value of the last call.
 func (b *SubjectAltNamePolicyApplyConfiguration) WithRequireDNSOrIP(value bool) *SubjectAltNamePolicyApplyConfiguration {
 	b.RequireDNSOrIP = &value
+	return b
+}
+
+// WithAllowWildcardDNSNames sets the AllowWildcardDNSNames field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AllowWildcardDNSNames field is set to the value of the last call.
+func (b *SubjectAltNamePolicyApplyConfiguration) WithAllowWildcardDNSNames(value bool) *SubjectAltNamePolicyApplyConfiguration {
+	b.AllowWildcardDNSNames = &value
 	return b
 }

@@ -31,6 +31,15 @@ type SubjectPolicyApplyConfiguration struct {
 	Organizations []string `json:"organizations,omitempty"`
 	// forbiddenOrganizations may not appear among the subject organizations.
 	ForbiddenOrganizations []string `json:"forbiddenOrganizations,omitempty"`
+	// commonNameIsRequester requires the subject common name to be the
+	// requesting user's name (spec.username, set by the server from the
+	// authenticated user): a node may then only get a certificate in its
+	// own name.
+	CommonNameIsRequester *bool `json:"commonNameIsRequester,omitempty"`
+	// forbidOtherAttributes refuses subject attributes other than the common
+	// name and organizations (OU, country, locality, serial number and the
+	// rest), so that the certificate says nothing the policy did not check.
+	ForbidOtherAttributes *bool `json:"forbidOtherAttributes,omitempty"`
 }
 
 // SubjectPolicyApplyConfiguration constructs a declarative configuration of the SubjectPolicy type for use with
@@ -64,5 +73,21 @@ func (b *SubjectPolicyApplyConfiguration) WithForbiddenOrganizations(values ...s
 	for i := range values {
 		b.ForbiddenOrganizations = append(b.ForbiddenOrganizations, values[i])
 	}
+	return b
+}
+
+// WithCommonNameIsRequester sets the CommonNameIsRequester field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CommonNameIsRequester field is set to the value of the last call.
+func (b *SubjectPolicyApplyConfiguration) WithCommonNameIsRequester(value bool) *SubjectPolicyApplyConfiguration {
+	b.CommonNameIsRequester = &value
+	return b
+}
+
+// WithForbidOtherAttributes sets the ForbidOtherAttributes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ForbidOtherAttributes field is set to the value of the last call.
+func (b *SubjectPolicyApplyConfiguration) WithForbidOtherAttributes(value bool) *SubjectPolicyApplyConfiguration {
+	b.ForbidOtherAttributes = &value
 	return b
 }

@@ -1,0 +1,108 @@
+// Package signerbinding guards what a Signer object delegates. A Signer
+// makes rekey sign, with the key of the CertificateAuthority it names,
+// every approved request for its signer name. So creating or changing one
+// needs two permissions beyond writing the object:
+//   - verb "use" on the CertificateAuthority (resource
+//     "certificateauthorities" in group rotation.rekey.io, resourceName the
+//     CA's name): otherwise anyone who may create a Signer could point it at
+//     a CA that kube-apiserver trusts and mint any identity;
+//   - verb "sign" on the signer name (resource "signers" in group
+//     certificates.rekey.io, as for signing through /status): otherwise
+//     anyone could make rekey sign for a signer name that someone else
+//     serves.
+package signerbinding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apiserver/pkg/admission"
+	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/admission/signerauth"
+	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+// PluginName is the name to enable the plugin with.
+const PluginName = "SignerBinding"
+
+// VerbUse is the verb on a CertificateAuthority that binding a Signer to it
+// needs.
+const VerbUse = "use"
+
+// Register adds the plugin to a plugin registry.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin checks the two permissions on create and update of Signers.
+type Plugin struct {
+	*admission.Handler
+	authorizer authorizer.Authorizer
+}
+
+var (
+	_ admission.ValidationInterface        = &Plugin{}
+	_ admission.InitializationValidator    = &Plugin{}
+	_ genericadmissioninit.WantsAuthorizer = &Plugin{}
+)
+
+// New returns a plugin that still needs an authorizer.
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+}
+
+// SetAuthorizer is called by the admission initializer.
+func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
+
+// ValidateInitialization refuses to start without an authorizer.
+func (p *Plugin) ValidateInitialization() error {
+	if p.authorizer == nil {
+		return fmt.Errorf("%s admission plugin requires an authorizer", PluginName)
+	}
+	return nil
+}
+
+// Validate runs on the main resource of signers; /status is written by
+// rekey's controllers only.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != certificates.Resource("signers") || a.GetSubresource() != "" {
+		return nil
+	}
+	s, ok := a.GetObject().(*certificates.Signer)
+	if !ok {
+		return admission.NewForbidden(a, fmt.Errorf("expected a Signer, got %T", a.GetObject()))
+	}
+	u := a.GetUserInfo()
+	if u == nil {
+		return admission.NewForbidden(a, errors.New("no user information on the request"))
+	}
+	// The signer name first: it decides what everything else means.
+	if d := signerauth.Check(ctx, p.authorizer, u, signerauth.VerbSign, s.Spec.SignerName); !d.Allowed {
+		p.logError(ctx, d.Err, u.GetName())
+		return admission.NewForbidden(a, fmt.Errorf("a Signer makes rekey sign for its signer name: %s", signerauth.ForbiddenMessage(u, signerauth.VerbSign, s.Spec.SignerName)))
+	}
+	caName := s.Spec.CertificateAuthorityRef.Name
+	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
+		User: u, Verb: VerbUse, APIGroup: rotation.GroupName, APIVersion: "*",
+		Resource: "certificateauthorities", Name: caName, ResourceRequest: true,
+	})
+	if decision != authorizer.DecisionAllow {
+		p.logError(ctx, err, u.GetName())
+		return admission.NewForbidden(a, fmt.Errorf(
+			"user %q may not bind Signer %q to CertificateAuthority %q: needs verb %q on resource %q in group %q with resourceName %q",
+			u.GetName(), s.Spec.SignerName, caName, VerbUse, "certificateauthorities", rotation.GroupName, caName))
+	}
+	return nil
+}
+
+func (p *Plugin) logError(ctx context.Context, err error, user string) {
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Authorization check failed", "plugin", PluginName, "user", user)
+	}
+}

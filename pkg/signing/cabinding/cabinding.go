@@ -1,0 +1,170 @@
+// Package cabinding records, in storage the API does not serve, which key
+// each CertificateAuthority signs with and the certificate that goes with
+// it. The signer reads the key from here and never from the object's
+// status: status is what clients see, and a status that named the key
+// would let whoever could write it hand a CA another CA's key.
+package cabinding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"rekey.io/rekey/pkg/signing"
+)
+
+// ErrNotFound is returned for a CA that has no binding yet.
+var ErrNotFound = errors.New("no key is bound to this CertificateAuthority yet")
+
+// Binding is one CA's key and certificate.
+type Binding struct {
+	// CAName and CAUID identify the object; a CA deleted and created again
+	// under the same name has another UID and is not bound to the old key.
+	CAName string `json:"caName"`
+	CAUID  string `json:"caUID"`
+	// KeyID names the key in the CA's key store; the server derives it.
+	KeyID string `json:"keyID"`
+	// Certificate is the DER of the CA certificate for that key.
+	Certificate []byte `json:"certificate"`
+}
+
+// Store keeps bindings.
+type Store interface {
+	// Get returns the binding of the CA named caName, or ErrNotFound.
+	Get(ctx context.Context, caName string) (*Binding, error)
+	// Create stores b unless the CA already has a binding for the same UID,
+	// and returns the binding in force: after a crash between two steps,
+	// the first binding made wins and no CA ends up with two.
+	Create(ctx context.Context, b *Binding) (*Binding, error)
+}
+
+func validate(b *Binding) error {
+	if b.CAName == "" || b.CAUID == "" || len(b.Certificate) == 0 {
+		return errors.New("incomplete CA key binding")
+	}
+	if strings.Contains(b.CAName, "/") {
+		return fmt.Errorf("invalid CertificateAuthority name %q", b.CAName)
+	}
+	return signing.ValidateKeyID(b.KeyID)
+}
+
+// EtcdStore keeps bindings under <prefix>/cabindings/<CA name>.
+type EtcdStore struct {
+	client *clientv3.Client
+	prefix string
+}
+
+// NewEtcdStore returns a store under the private prefix.
+func NewEtcdStore(client *clientv3.Client, prefix string) *EtcdStore {
+	return &EtcdStore{client: client, prefix: strings.TrimSuffix(prefix, "/")}
+}
+
+func (s *EtcdStore) key(caName string) string { return path.Join(s.prefix, "cabindings", caName) }
+
+// Get implements Store.
+func (s *EtcdStore) Get(ctx context.Context, caName string) (*Binding, error) {
+	if strings.Contains(caName, "/") || caName == "" {
+		return nil, fmt.Errorf("invalid CertificateAuthority name %q", caName)
+	}
+	resp, err := s.client.Get(ctx, s.key(caName))
+	if err != nil {
+		return nil, fmt.Errorf("reading the key binding of CertificateAuthority %s: %w", caName, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return decode(caName, resp.Kvs[0].Value)
+}
+
+func decode(caName string, data []byte) (*Binding, error) {
+	var b Binding
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("the key binding of CertificateAuthority %s is corrupt", caName)
+	}
+	if b.CAName != caName {
+		return nil, fmt.Errorf("the key binding stored for CertificateAuthority %s names %s", caName, b.CAName)
+	}
+	if err := validate(&b); err != nil {
+		return nil, fmt.Errorf("the key binding of CertificateAuthority %s is invalid: %w", caName, err)
+	}
+	return &b, nil
+}
+
+// Create implements Store with one transaction: write if there is no
+// binding or the stored one is for another UID (a CA deleted and made
+// again); else return the stored one.
+func (s *EtcdStore) Create(ctx context.Context, b *Binding) (*Binding, error) {
+	if err := validate(b); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	key := s.key(b.CAName)
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, err := s.client.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("reading the key binding of CertificateAuthority %s: %w", b.CAName, err)
+		}
+		modRev := int64(0)
+		if len(cur.Kvs) > 0 {
+			existing, err := decode(b.CAName, cur.Kvs[0].Value)
+			if err == nil && existing.CAUID == b.CAUID {
+				return existing, nil
+			}
+			modRev = cur.Kvs[0].ModRevision
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(data))).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("storing the key binding of CertificateAuthority %s: %w", b.CAName, err)
+		}
+		if resp.Succeeded {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("storing the key binding of CertificateAuthority %s: too many concurrent writers", b.CAName)
+}
+
+// MemoryStore is a Store in memory, for tests.
+type MemoryStore struct {
+	mu       sync.Mutex
+	bindings map[string]Binding
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{bindings: map[string]Binding{}} }
+
+// Get implements Store.
+func (m *MemoryStore) Get(_ context.Context, caName string) (*Binding, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.bindings[caName]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return &b, nil
+}
+
+// Create implements Store.
+func (m *MemoryStore) Create(_ context.Context, b *Binding) (*Binding, error) {
+	if err := validate(b); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.bindings[b.CAName]; ok && cur.CAUID == b.CAUID {
+		return &cur, nil
+	}
+	m.bindings[b.CAName] = *b
+	return b, nil
+}
