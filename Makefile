@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCertificateChain$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apiserver -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/strictpem -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the hot paths, then the issuance load generator
 ## (rekey direct, aggregated, native kube-apiserver + kube-controller-manager,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -37,9 +38,9 @@ func writeCA(t *testing.T, dir, cn string) *pki.KeyPair {
 }
 
 func TestFileKeyStorePicksUpAReplacedCAWithoutRestart(t *testing.T) {
-	srv := framework.StartStandalone(t, t.TempDir())
-	client := srv.Client
 	dir := t.TempDir()
+	srv := framework.StartStandalone(t, t.TempDir(), "--file-keystore-dir="+dir)
+	client := srv.Client
 	first := writeCA(t, dir, "adopted-1")
 	createCAAndSigner(t, client, "adopted", rotationv1alpha1.CertificateAuthoritySpec{
 		KeyAlgorithm: rotationv1alpha1.ECDSAP256,
@@ -90,7 +91,8 @@ func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"SOFTHSM2_CONF=" + conf})
+	srv := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"SOFTHSM2_CONF=" + conf},
+		"--pkcs11-module="+module, "--file-keystore-dir="+dir)
 	client := srv.Client
 	for _, alg := range []rotationv1alpha1.KeyAlgorithm{rotationv1alpha1.ECDSAP256, rotationv1alpha1.RSA2048} {
 		name := "hsm-" + strings.ToLower(string(alg))
@@ -107,6 +109,54 @@ func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
 	list.Env = append(os.Environ(), "SOFTHSM2_CONF="+conf)
 	if out, err := list.CombinedOutput(); err == nil && !bytes.Contains(out, []byte("hsm-ecdsa-p256")) {
 		t.Errorf("token does not list the CA key:\n%s", out)
+	}
+}
+
+// TestKeyStorePathsAreAllowListed: a CertificateAuthority may name only the
+// PKCS#11 modules and files the server was started with; loading a module
+// runs its code in the server.
+func TestKeyStorePathsAreAllowListed(t *testing.T) {
+	allowed := t.TempDir()
+	writeCA(t, allowed, "allowed")
+	outside := t.TempDir()
+	writeCA(t, outside, "outside")
+	srv := framework.StartStandalone(t, t.TempDir(), "--file-keystore-dir="+allowed, "--pkcs11-module=/usr/lib/softhsm/libsofthsm2.so")
+	cas := srv.Client.RotationV1alpha1().CertificateAuthorities()
+	ctx := context.Background()
+	create := func(name string, ks rotationv1alpha1.KeyStore) error {
+		_, err := cas.Create(ctx, &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: name, KeyAlgorithm: rotationv1alpha1.ECDSAP256, KeyStore: ks}}, metav1.CreateOptions{})
+		return err
+	}
+	for name, tc := range map[string]struct {
+		ks        rotationv1alpha1.KeyStore
+		wantField string
+	}{
+		"file-outside": {ks: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreFile, File: &rotationv1alpha1.FileKeyStore{
+			CertFile: filepath.Join(allowed, "ca.crt"), KeyFile: filepath.Join(outside, "ca.key")}}, wantField: "spec.keyStore.file.keyFile"},
+		"file-dotdot": {ks: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreFile, File: &rotationv1alpha1.FileKeyStore{
+			CertFile: filepath.Join(allowed, "ca.crt"), KeyFile: allowed + "/../" + filepath.Base(outside) + "/ca.key"}}, wantField: "spec.keyStore.file.keyFile"},
+		"module-not-listed": {ks: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStorePKCS11, Pkcs11: &rotationv1alpha1.PKCS11KeyStore{
+			ModulePath: "/tmp/evil.so", TokenLabel: "x", PINFile: filepath.Join(allowed, "pin")}}, wantField: "spec.keyStore.pkcs11.modulePath"},
+		"pin-outside": {ks: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStorePKCS11, Pkcs11: &rotationv1alpha1.PKCS11KeyStore{
+			ModulePath: "/usr/lib/softhsm/libsofthsm2.so", TokenLabel: "x", PINFile: filepath.Join(outside, "ca.key")}}, wantField: "spec.keyStore.pkcs11.pinFile"},
+	} {
+		err := create(name, tc.ks)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantField) {
+			t.Errorf("%s: error = %v, want 422 naming %s", name, err, tc.wantField)
+		}
+	}
+	if err := create("file-allowed", rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreFile, File: &rotationv1alpha1.FileKeyStore{
+		CertFile: filepath.Join(allowed, "ca.crt"), KeyFile: filepath.Join(allowed, "ca.key")}}); err != nil {
+		t.Fatalf("a CA in the allowed directory was refused: %v", err)
+	}
+	// Without the flags, no File or PKCS#11 CA at all.
+	bare := framework.StartStandalone(t, t.TempDir())
+	_, err := bare.Client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "f"},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyAlgorithm: rotationv1alpha1.ECDSAP256, KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreFile,
+			File: &rotationv1alpha1.FileKeyStore{CertFile: filepath.Join(allowed, "ca.crt"), KeyFile: filepath.Join(allowed, "ca.key")}}}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "--file-keystore-dir") {
+		t.Fatalf("File CA without --file-keystore-dir: %v", err)
 	}
 }
 

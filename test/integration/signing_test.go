@@ -133,10 +133,19 @@ func TestApprovedRequestIsSignedByTheBuiltInSigner(t *testing.T) {
 		t.Errorf("lifetime = %v, want 2h5m", got)
 	}
 
-	// Serving: kubelet-serving with an IP SAN and a DNS SAN.
-	createAndApprove(t, client, requestFor(t, "serving-a", "rekey.io/kubelet-serving",
+	// Serving: kubelet-serving with a DNS SAN, requested by the node itself
+	// (the policy certifies a node in its own name only).
+	node, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
+	created, err := node.CertificatesV1alpha1().CertificateSigningRequests().Create(context.Background(), requestFor(t, "serving-a", "rekey.io/kubelet-serving",
 		fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}, DNSNames: []string{"n1.example.com"}},
-		certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageServerAuth))
+		certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageServerAuth), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addCondition(created, certv1alpha1.CertificateApproved, "Test")
+	if _, err := client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(context.Background(), "serving-a", created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	serving := waitForCertificate(t, client, "serving-a")
 	verifyChain(t, serving, caOf(t, client, "rekey.io-kubelet-serving"), x509.ExtKeyUsageServerAuth)
 	if serving.DNSNames[0] != "n1.example.com" {

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/admission"
-	authenticatorunion "k8s.io/apiserver/pkg/authentication/request/union"
 	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
+	authenticatorunion "k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
