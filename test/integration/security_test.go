@@ -104,7 +104,9 @@ func TestEscalationPaths(t *testing.T) {
 		csr := requestFor(t, "weak", "rekey.io/kube-apiserver-client", fixtures.CSROptions{}, certv1alpha1.UsageClientAuth)
 		csr.Spec.Request = fixtures.CSRPEMWithKey(t, key, fixtures.CSROptions{CommonName: "weak"})
 		createAndApprove(t, client, csr)
-		got := waitFor(t, client, "weak", signTimeout, func(c *certv1alpha1.CertificateSigningRequest) bool { return hasCondition(c, certv1alpha1.CertificateFailed) })
+		got := waitFor(t, client, "weak", signTimeout, func(c *certv1alpha1.CertificateSigningRequest) bool {
+			return hasCondition(c, certv1alpha1.CertificateFailed)
+		})
 		if failed := condition(got, certv1alpha1.CertificateFailed); failed.Reason != "WeakPublicKey" || !strings.Contains(failed.Message, "1024") || issued(got) {
 			t.Fatalf("Failed = %+v, certificate %d bytes", failed, len(got.Status.Certificate))
 		}
