@@ -1,0 +1,121 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
+	"rekey.io/rekey/test/fixtures"
+)
+
+func etcdCA() *rotation.CertificateAuthority {
+	return &rotation.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-ca", ResourceVersion: "1"},
+		Spec: rotation.CertificateAuthoritySpec{CommonName: "team", KeyAlgorithm: rotation.ECDSAP256,
+			Validity: metav1.Duration{Duration: 24 * time.Hour}, KeyStore: rotation.KeyStore{Type: rotation.KeyStoreEtcd}},
+	}
+}
+
+func hasError(errs field.ErrorList, fieldPath, contains string) bool {
+	for _, e := range errs {
+		if e.Field == fieldPath && strings.Contains(e.Error(), contains) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestValidateCertificateAuthority(t *testing.T) {
+	tests := map[string]struct {
+		mutate    func(*rotation.CertificateAuthority)
+		wantField string
+	}{
+		"valid":              {mutate: func(*rotation.CertificateAuthority) {}},
+		"no common name":     {mutate: func(c *rotation.CertificateAuthority) { c.Spec.CommonName = "" }, wantField: "spec.commonName"},
+		"unknown algorithm":  {mutate: func(c *rotation.CertificateAuthority) { c.Spec.KeyAlgorithm = "DSA" }, wantField: "spec.keyAlgorithm"},
+		"short validity":     {mutate: func(c *rotation.CertificateAuthority) { c.Spec.Validity.Duration = time.Minute }, wantField: "spec.validity"},
+		"unknown store":      {mutate: func(c *rotation.CertificateAuthority) { c.Spec.KeyStore.Type = "Vault" }, wantField: "spec.keyStore.type"},
+		"file block on etcd": {mutate: func(c *rotation.CertificateAuthority) { c.Spec.KeyStore.File = &rotation.FileKeyStore{} }, wantField: "spec.keyStore.file"},
+		"relative file path": {mutate: func(c *rotation.CertificateAuthority) {
+			c.Spec.KeyStore = rotation.KeyStore{Type: rotation.KeyStoreFile, File: &rotation.FileKeyStore{CertFile: "ca.crt", KeyFile: "/ca.key"}}
+		}, wantField: "spec.keyStore.file.certFile"},
+		"PKCS11 with Ed25519": {mutate: func(c *rotation.CertificateAuthority) {
+			c.Spec.KeyAlgorithm = rotation.Ed25519
+			c.Spec.KeyStore = rotation.KeyStore{Type: rotation.KeyStorePKCS11, Pkcs11: &rotation.PKCS11KeyStore{ModulePath: "/m.so", TokenLabel: "t", PINFile: "/pin"}}
+		}, wantField: "spec.keyAlgorithm"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ca := etcdCA()
+			tc.mutate(ca)
+			errs := ValidateCertificateAuthority(ca)
+			if tc.wantField == "" && len(errs) != 0 {
+				t.Fatalf("refused: %v", errs)
+			}
+			if tc.wantField != "" && !hasError(errs, tc.wantField, "") {
+				t.Fatalf("want an error on %s, got %v", tc.wantField, errs)
+			}
+		})
+	}
+}
+
+func TestValidateKeyStorePaths(t *testing.T) {
+	allowed := keystorepaths.Allowed{PKCS11Modules: []string{"/usr/lib/softhsm/libsofthsm2.so"}, Dirs: []string{"/etc/rekey"}}
+	ca := etcdCA()
+	ca.Spec.KeyStore = rotation.KeyStore{Type: rotation.KeyStorePKCS11, Pkcs11: &rotation.PKCS11KeyStore{ModulePath: "/tmp/evil.so", TokenLabel: "t", PINFile: "/etc/rekey/pin"}}
+	if errs := ValidateKeyStorePaths(ca, allowed); !hasError(errs, "spec.keyStore.pkcs11.modulePath", "--pkcs11-module") {
+		t.Fatalf("module outside the allow-list: %v", errs)
+	}
+	ca.Spec.KeyStore.Pkcs11.ModulePath = "/usr/lib/softhsm/libsofthsm2.so"
+	if errs := ValidateKeyStorePaths(ca, allowed); len(errs) != 0 {
+		t.Fatalf("allowed module refused: %v", errs)
+	}
+	ca.Spec.KeyStore = rotation.KeyStore{Type: rotation.KeyStoreFile, File: &rotation.FileKeyStore{CertFile: "/etc/rekey/ca.crt", KeyFile: "/etc/rekey/../shadow"}}
+	if errs := ValidateKeyStorePaths(ca, allowed); !hasError(errs, "spec.keyStore.file.keyFile", "clean") {
+		t.Fatalf("path with ..: %v", errs)
+	}
+}
+
+func TestValidateCertificateAuthorityStatus(t *testing.T) {
+	cert := string(fixtures.SelfSignedCertPEM(t, "team"))
+	good := rotation.CertificateAuthorityStatus{
+		Current:     &rotation.CACertificate{Certificate: cert, KeyID: "team-ca-0123abcd-1"},
+		TrustBundle: cert + cert,
+		Conditions:  []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "KeyAvailable", LastTransitionTime: metav1.Now()}},
+	}
+	path := field.NewPath("status")
+	if errs := ValidateCertificateAuthorityStatus(&good, path); len(errs) != 0 {
+		t.Fatalf("valid status refused: %v", errs)
+	}
+	tests := map[string]struct {
+		mutate    func(*rotation.CertificateAuthorityStatus)
+		wantField string
+	}{
+		"key ID leaving the prefix": {mutate: func(s *rotation.CertificateAuthorityStatus) { s.Current.KeyID = "../kek-check" }, wantField: "status.current.keyID"},
+		"unknown phase":             {mutate: func(s *rotation.CertificateAuthorityStatus) { s.Phase = "Done" }, wantField: "status.phase"},
+		"two-faced certificate":     {mutate: func(s *rotation.CertificateAuthorityStatus) { s.Current.Certificate = "text\n" + cert }, wantField: "status.current.certificate"},
+		"private key in bundle": {mutate: func(s *rotation.CertificateAuthorityStatus) {
+			s.TrustBundle = cert + "-----BEGIN PRIVATE KEY-----\nYWJj\n-----END PRIVATE KEY-----\n"
+		}, wantField: "status.trustBundle"},
+		"condition without reason": {mutate: func(s *rotation.CertificateAuthorityStatus) { s.Conditions[0].Reason = "" }, wantField: "status.conditions[0].reason"},
+		"too many conditions": {mutate: func(s *rotation.CertificateAuthorityStatus) {
+			for i := 0; i < MaxConditions; i++ {
+				s.Conditions = append(s.Conditions, s.Conditions[0])
+			}
+		}, wantField: "status.conditions"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := good.DeepCopy()
+			tc.mutate(s)
+			if errs := ValidateCertificateAuthorityStatus(s, path); !hasError(errs, tc.wantField, "") {
+				t.Fatalf("want an error on %s, got %v", tc.wantField, errs)
+			}
+		})
+	}
+}
