@@ -3,6 +3,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,17 +14,21 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/utils/clock"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"rekey.io/rekey/pkg/apis/certificates"
 	certinstall "rekey.io/rekey/pkg/apis/certificates/install"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/manager"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
 	"rekey.io/rekey/pkg/serveridentity"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
+	"rekey.io/rekey/pkg/standalone"
 )
 
 var (
@@ -50,16 +55,35 @@ func init() {
 	)
 }
 
-// ExtraConfig holds rekey's own configuration.
+// ExtraConfig holds rekey's own configuration: everything New needs beyond
+// the generic server. Options fill it (pkg/cmd/server); New builds from it.
 type ExtraConfig struct {
 	// Clock stamps condition times; nil means the real clock.
 	Clock clock.PassiveClock
 	// ControllerIdentity is the identity the controllers' client carries;
 	// only it may write CertificateAuthority and Signer status.
 	ControllerIdentity *serveridentity.Identity
-	// KeyStorePaths are the PKCS#11 modules and key-store directories a
+
+	// Etcd is where the private data (CA keys, bindings, issuance records,
+	// the leader election) lives: the same etcd as the API objects.
+	Etcd EtcdConfig
+	// KeyStores configures where CA keys may live.
+	KeyStores KeyStoresConfig
+	// Controllers configures the controllers that run on the leader.
+	Controllers manager.Options
+
+	// PostStartHooks are extra hooks by name (standalone mode writes its
+	// admin kubeconfig in one).
+	PostStartHooks map[string]genericapiserver.PostStartHookFunc
+}
+
+// KeyStoresConfig says where CA keys may live.
+type KeyStoresConfig struct {
+	// KEKFile holds the key-encryption key of the Etcd key store.
+	KEKFile string
+	// Allowed are the PKCS#11 modules and key-store directories a
 	// CertificateAuthority may name.
-	KeyStorePaths keystorepaths.Allowed
+	Allowed keystorepaths.Allowed
 }
 
 // Config is the generic configuration plus rekey's own.
@@ -78,9 +102,15 @@ type CompletedConfig struct {
 	*completedConfig
 }
 
-// Server is rekey's API server.
+// Server is rekey's API server and what it owns besides the generic server:
+// the embedded etcd (standalone) and the etcd client of the private data.
 type Server struct {
 	GenericAPIServer *genericapiserver.GenericAPIServer
+	// Controllers is the controller manager, started by a post-start hook.
+	Controllers *manager.Manager
+
+	embedded *standalone.Etcd
+	etcd     *clientv3.Client
 }
 
 // Complete fills in defaults.
@@ -95,22 +125,68 @@ func (cfg *Config) Complete() CompletedConfig {
 	return CompletedConfig{&c}
 }
 
-// New builds the server and installs the API groups.
-func (c completedConfig) New() (*Server, error) {
+// New assembles the server: the private etcd client and key stores (a wrong key-encryption key fails here, before
+// anything is served or written), the generic server, rekey's API groups,
+// and the controllers' post-start hook and readiness check.
+func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
+	s := &Server{embedded: c.ExtraConfig.Etcd.Embedded}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.etcd, err = newEtcdClient(c.ExtraConfig.Etcd.Transport); err != nil {
+		return nil, err
+	}
+	etcdKeys, err := newEtcdKeyStore(ctx, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix, c.ExtraConfig.KeyStores.KEKFile)
+	if err != nil {
+		return nil, err
+	}
+
 	generic, err := c.GenericConfig.New("rekey-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, fmt.Errorf("creating generic API server: %w", err)
 	}
-	s := &Server{GenericAPIServer: generic}
+	s.GenericAPIServer = generic
+	if err := c.installAPIGroups(generic); err != nil {
+		return nil, err
+	}
+	if err := c.installControllers(s, etcdKeys); err != nil {
+		return nil, err
+	}
+	for name, hook := range c.ExtraConfig.PostStartHooks {
+		if err := generic.AddPostStartHook(name, hook); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
 
+// Run serves until ctx is done, then closes what New opened.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.close()
+	return s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+func (s *Server) close() {
+	if s.etcd != nil {
+		_ = s.etcd.Close()
+	}
+	if s.embedded != nil {
+		s.embedded.Close()
+	}
+}
+
+// installAPIGroups installs certificates.rekey.io and rotation.rekey.io.
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock)
 	if err != nil {
-		return nil, fmt.Errorf("creating certificatesigningrequests storage: %w", err)
+		return fmt.Errorf("creating certificatesigningrequests storage: %w", err)
 	}
 	signers, signersStatus, err := signerstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
 	if err != nil {
-		return nil, fmt.Errorf("creating signers storage: %w", err)
+		return fmt.Errorf("creating signers storage: %w", err)
 	}
 	group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificatesigningrequests":          csr.CertificateSigningRequest,
@@ -119,21 +195,21 @@ func (c completedConfig) New() (*Server, error) {
 		"signers":                             signers,
 		"signers/status":                      signersStatus,
 	}
-	if err := s.GenericAPIServer.InstallAPIGroup(&group); err != nil {
-		return nil, fmt.Errorf("installing %s: %w", certificates.GroupName, err)
+	if err := generic.InstallAPIGroup(&group); err != nil {
+		return fmt.Errorf("installing %s: %w", certificates.GroupName, err)
 	}
 
 	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStorePaths)
+	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStores.Allowed)
 	if err != nil {
-		return nil, fmt.Errorf("creating certificateauthorities storage: %w", err)
+		return fmt.Errorf("creating certificateauthorities storage: %w", err)
 	}
 	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificateauthorities":        cas,
 		"certificateauthorities/status": casStatus,
 	}
-	if err := s.GenericAPIServer.InstallAPIGroup(&rotationGroup); err != nil {
-		return nil, fmt.Errorf("installing %s: %w", rotation.GroupName, err)
+	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
+		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)
 	}
-	return s, nil
+	return nil
 }

@@ -22,8 +22,10 @@ type Config struct {
 	// the others.
 	LeaseDuration time.Duration
 	// Run is called when this replica becomes leader, with a context that
-	// is cancelled when leadership is lost. It should return when it is.
-	Run func(ctx context.Context)
+	// is cancelled when leadership is lost. It should return when it is; if
+	// it returns an error before, leadership is given up so that another
+	// replica may try, and this one campaigns again a second later.
+	Run func(ctx context.Context) error
 }
 
 // Run campaigns until ctx is done, calling cfg.Run each time this replica
@@ -58,20 +60,26 @@ func campaignOnce(ctx context.Context, cfg Config, logger klog.Logger) error {
 	}
 	logger.Info("Became leader")
 	workCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cfg.Run(workCtx)
-	}()
+	done := make(chan error, 1)
+	go func() { done <- cfg.Run(workCtx) }()
+	var workErr error
 	select {
 	case <-session.Done():
 		logger.Info("Lost leadership: etcd lease expired")
+		cancel()
+		<-done
 	case <-ctx.Done():
+		cancel()
+		<-done
+	case workErr = <-done:
+		cancel()
+		logger.Error(workErr, "Work stopped while leader; giving up leadership")
 	}
-	cancel()
-	<-done
 	resignCtx, resignCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer resignCancel()
 	_ = election.Resign(resignCtx)
+	if workErr != nil {
+		return fmt.Errorf("leader work: %w", workErr)
+	}
 	return nil
 }

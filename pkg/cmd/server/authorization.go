@@ -1,7 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -25,6 +28,41 @@ const (
 	defaultAuthorizationQPS   = 2000
 	defaultAuthorizationBurst = 4000
 )
+
+// AuthorizationRateOptions limit the SubjectAccessReviews rekey sends to the
+// cluster (delegated authorization and NodeClient approval).
+type AuthorizationRateOptions struct {
+	QPS   float32
+	Burst int
+}
+
+// NewAuthorizationRateOptions returns the defaults.
+func NewAuthorizationRateOptions() *AuthorizationRateOptions {
+	return &AuthorizationRateOptions{QPS: defaultAuthorizationQPS, Burst: defaultAuthorizationBurst}
+}
+
+// AddFlags adds the rate flags.
+func (o *AuthorizationRateOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.Float32Var(&o.QPS, "authorization-webhook-qps", o.QPS,
+		"SubjectAccessReviews a second rekey may send to the cluster, for authorization and NodeClient approval.")
+	fs.IntVar(&o.Burst, "authorization-webhook-burst", o.Burst,
+		"Burst of SubjectAccessReviews above --authorization-webhook-qps.")
+}
+
+// Validate reports invalid rates.
+func (o *AuthorizationRateOptions) Validate() []error {
+	if o.QPS <= 0 || o.Burst < 1 {
+		return []error{errors.New("--authorization-webhook-qps and --authorization-webhook-burst must be positive")}
+	}
+	return nil
+}
+
+// ApplyTo makes the delegated authorizer (when there is one) use the rate.
+func (o *AuthorizationRateOptions) ApplyTo(ro *genericoptions.RecommendedOptions) {
+	if ro.Authorization != nil {
+		ro.ExtraAdmissionInitializers = installDelegatedAuthorizer(ro.Authorization, o.QPS, o.Burst)
+	}
+}
 
 // installDelegatedAuthorizer replaces the authorizer RecommendedOptions built
 // with the same one (always-allowed groups and paths, then the cached

@@ -9,21 +9,19 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/controller/csrcontroller"
 	"rekey.io/rekey/pkg/controller/csrutil"
-	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
@@ -39,15 +37,16 @@ const (
 	SubresourceNodeClient     = "nodeclient"
 )
 
-// Controller approves node client requests.
+// Controller approves node client requests: a csrcontroller loop over
+// pending requests calling Handle.
 type Controller struct {
 	client  clientset.Interface
-	csrs    certlisters.CertificateSigningRequestLister
 	signers certlisters.SignerLister
-	synced  []cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
 	authz   authorizer.Authorizer
 	clock   clock.PassiveClock
+
+	csrs         *csrcontroller.Controller
+	signerSynced cache.InformerSynced
 }
 
 // NewController wires the controller. authz answers SubjectAccessReviews:
@@ -55,42 +54,26 @@ type Controller struct {
 // cluster.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer, clk clock.PassiveClock) *Controller {
 	c := &Controller{
-		client:  client,
-		csrs:    csrInformer.Lister(),
-		signers: signerInformer.Lister(),
-		synced:  []cache.InformerSynced{csrInformer.Informer().HasSynced, signerInformer.Informer().HasSynced},
-		queue:   runner.NewQueue[string]("approver"),
-		authz:   authz,
-		clock:   clk,
+		client:       client,
+		signers:      signerInformer.Lister(),
+		authz:        authz,
+		clock:        clk,
+		signerSynced: signerInformer.Informer().HasSynced,
 	}
-	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-	})
+	c.csrs = csrcontroller.New("approver", csrInformer, csrutil.IsPending, c.Handle)
 	return c
-}
-
-func (c *Controller) enqueue(obj any) {
-	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok && csrutil.IsPending(csr) {
-		c.queue.Add(csr.Name)
-	}
 }
 
 // Run approves until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	runner.Run(ctx, "approver", c.queue, c.synced, workers, func(ctx context.Context, name string) (time.Duration, error) {
-		return 0, c.sync(ctx, name)
-	})
+	c.csrs.Run(ctx, workers, c.signerSynced)
 }
 
-func (c *Controller) sync(ctx context.Context, name string) error {
-	csr, err := c.csrs.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil || !csrutil.IsPending(csr) {
-		return err
-	}
+// Handle approves a pending request when its signer is in NodeClient mode,
+// the request is shaped like a node client request, and a
+// SubjectAccessReview says the requester may have it. Anything else is
+// left for a person; nothing is ever denied.
+func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest) error {
 	signer, err := c.signers.Get(validation.SignerObjectName(csr.Spec.SignerName))
 	if err != nil || signer.Spec.Approval.Mode != certv1alpha1.ApprovalNodeClient {
 		return nil
@@ -110,10 +93,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		ResourceRequest: true,
 	})
 	if err != nil {
-		return fmt.Errorf("SubjectAccessReview for %s: %w", name, err)
+		return fmt.Errorf("SubjectAccessReview for %s: %w", csr.Name, err)
 	}
 	if decision != authorizer.DecisionAllow {
-		klog.FromContext(ctx).V(2).Info("Not auto-approving: requester lacks permission", "csr", name, "requester", csr.Spec.Username, "subresource", subresource, "reason", reason)
+		klog.FromContext(ctx).V(2).Info("Not auto-approving: requester lacks permission", "csr", csr.Name, "requester", csr.Spec.Username, "subresource", subresource, "reason", reason)
 		return nil
 	}
 	updated := csr.DeepCopy()
@@ -123,7 +106,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		Message:        fmt.Sprintf("Auto approving node client certificate after SubjectAccessReview (create certificatesigningrequests/%s).", subresource),
 		LastUpdateTime: now, LastTransitionTime: now,
 	})
-	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, updated, metav1.UpdateOptions{FieldManager: "rekey-approver"})
+	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, updated, metav1.UpdateOptions{FieldManager: "rekey-approver"})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -39,8 +39,6 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	authorities *Authorities
 	clock       clock.PassiveClock
-	// OnChange is called with a CA's name after its status changed.
-	OnChange func(name string)
 }
 
 // NewController wires the controller to an informer.
@@ -138,10 +136,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if _, err := c.client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-ca-controller"}); err != nil {
 		return 0, fmt.Errorf("updating status: %w", err)
 	}
+	// Whoever depends on the CA (the signer controller) sees the update on
+	// its CA informer.
 	klog.FromContext(ctx).V(2).Info("Updated CertificateAuthority status", "name", name)
-	if c.OnChange != nil {
-		c.OnChange(name)
-	}
 	return recheck, nil
 }
 

@@ -5,7 +5,10 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,16 +34,14 @@ import (
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
-// Config is what the controllers need.
-type Config struct {
-	// RESTConfig reaches rekey's own API (the loopback client).
-	RESTConfig *rest.Config
+// Options is what the controllers need.
+type Options struct {
 	// Authorizer answers the approver's SubjectAccessReviews.
 	Authorizer authorizer.Authorizer
 	KeyStores  *certificateauthority.KeyStores
 	Etcd       *clientv3.Client
-	// PrivatePrefix is the etcd prefix for keys, issuance records and the
-	// leader election.
+	// PrivatePrefix is the etcd prefix for keys, bindings, issuance records
+	// and the leader election.
 	PrivatePrefix string
 
 	LeaderElect   bool
@@ -51,25 +52,66 @@ type Config struct {
 	CleanerInterval time.Duration
 }
 
-// Run runs the controllers (on the leader only, when LeaderElect) until ctx
-// is done.
-func Run(ctx context.Context, cfg Config) {
-	if !cfg.LeaderElect {
-		runControllers(ctx, cfg)
+// Manager runs the controllers and reports whether it can.
+type Manager struct {
+	opts Options
+
+	mu  sync.Mutex
+	err error
+}
+
+// New returns a manager that has not started.
+func New(opts Options) *Manager { return &Manager{opts: opts} }
+
+// Check is a readiness check: it fails while the controllers could not be
+// started on this replica (a follower that waits for leadership is ready).
+func (m *Manager) Check(*http.Request) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return fmt.Errorf("rekey controllers cannot run: %w", m.err)
+	}
+	return nil
+}
+
+func (m *Manager) report(err error) {
+	m.mu.Lock()
+	m.err = err
+	m.mu.Unlock()
+}
+
+// Run runs the controllers (on the leader only, when LeaderElect) with a
+// client for restConfig until ctx is done.
+func (m *Manager) Run(ctx context.Context, restConfig *rest.Config) {
+	if m.opts.Etcd == nil {
+		m.report(errors.New("no etcd client for CA key bindings and issuance records"))
+		return
+	}
+	run := func(ctx context.Context) error {
+		err := m.runControllers(ctx, restConfig)
+		m.report(err)
+		return err
+	}
+	if !m.opts.LeaderElect {
+		if err := run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Controllers failed to start")
+		}
 		return
 	}
 	leaderelection.Run(ctx, leaderelection.Config{
-		Client:        cfg.Etcd,
-		Key:           cfg.PrivatePrefix + "/leader",
-		Identity:      cfg.Identity,
-		LeaseDuration: cfg.LeaseDuration,
-		Run:           func(ctx context.Context) { runControllers(ctx, cfg) },
+		Client:        m.opts.Etcd,
+		Key:           m.opts.PrivatePrefix + "/leader",
+		Identity:      m.opts.Identity,
+		LeaseDuration: m.opts.LeaseDuration,
+		Run:           run,
 	})
 }
 
-func runControllers(ctx context.Context, cfg Config) {
+// runControllers starts every controller and returns when ctx is done, or
+// at once with the reason they could not start.
+func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	logger := klog.FromContext(ctx)
-	restConfig := rest.CopyConfig(cfg.RESTConfig)
+	restConfig := rest.CopyConfig(cfg)
 	// The controllers are the server's own clients: do not throttle them,
 	// and do not compress what never leaves the process (as kube-apiserver
 	// does for its loopback client). The generated clients speak protobuf.
@@ -77,50 +119,45 @@ func runControllers(ctx context.Context, cfg Config) {
 	restConfig.DisableCompression = true
 	client, err := clientset.NewForConfig(restConfig)
 	if err != nil {
-		logger.Error(err, "Creating the controllers' client")
-		return
+		return fmt.Errorf("creating the controllers' client: %w", err)
 	}
 	if err := EnsureBuiltIns(ctx, client); err != nil {
-		logger.Error(err, "Creating the built-in signers")
+		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
+	opts := m.opts
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(TrimForCache))
 	clk := clock.RealClock{}
 	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
 	csrInformer := factory.Certificates().V1alpha1().CertificateSigningRequests()
 	signerInformer := factory.Certificates().V1alpha1().Signers()
 
-	if cfg.Etcd == nil {
-		logger.Error(nil, "The controllers need etcd for CA key bindings and issuance records")
-		return
-	}
-	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), cfg.KeyStores, cabinding.NewEtcdStore(cfg.Etcd, cfg.PrivatePrefix))
+	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
 	caController := certificateauthority.NewController(client, caInformer, authorities, clk)
-	recorder := issuance.NewRecorder(ctx, cfg.Etcd, cfg.PrivatePrefix)
-	signerController := signer.NewController(client, csrInformer, signerInformer, authorities, recorder, clk)
-	caController.OnChange = signerController.CAChanged
-	approverController := approver.NewController(client, csrInformer, signerInformer, cfg.Authorizer, clk)
-	cleanerController := cleaner.NewController(client, csrInformer.Lister(), clk, cfg.CleanerInterval)
+	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
+	signerController := signer.NewController(client, csrInformer, signerInformer, caInformer, authorities, recorder, clk)
+	approverController := approver.NewController(client, csrInformer, signerInformer, opts.Authorizer, clk)
+	cleanerController := cleaner.NewController(client, csrInformer.Lister(), clk, opts.CleanerInterval)
 
 	factory.Start(ctx.Done())
-	done := make(chan struct{}, 4)
+	var wg sync.WaitGroup
 	run := func(f func()) {
-		go func() { f(); done <- struct{}{} }()
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
 	}
 	run(func() { caController.Run(ctx, 2) })
-	run(func() { signerController.Run(ctx, cfg.SignerWorkers) })
-	run(func() { approverController.Run(ctx, cfg.SignerWorkers) })
+	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
+	run(func() { approverController.Run(ctx, opts.SignerWorkers) })
 	run(func() {
 		if factory.WaitForCacheSync(ctx.Done()); ctx.Err() == nil {
 			cleanerController.Run(ctx)
 		}
 	})
-	logger.Info("Controllers started", "signerWorkers", cfg.SignerWorkers)
+	logger.Info("Controllers started", "signerWorkers", opts.SignerWorkers)
 	<-ctx.Done()
-	for i := 0; i < 4; i++ {
-		<-done
-	}
+	wg.Wait()
 	factory.Shutdown()
 	logger.Info("Controllers stopped")
+	return nil
 }
 
 // TrimForCache drops from the controllers' cache what no controller reads,

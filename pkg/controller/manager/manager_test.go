@@ -1,9 +1,12 @@
 package manager
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 )
@@ -29,5 +32,18 @@ func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
 	got = out.(*certv1alpha1.CertificateSigningRequest)
 	if got.Spec.Request != nil || string(got.Status.Certificate) != "cert" {
 		t.Errorf("issued request: request %q, certificate %q", got.Spec.Request, got.Status.Certificate)
+	}
+}
+
+// TestReadinessFailsWhenControllersCannotStart: a replica whose controllers
+// cannot run must not report ready.
+func TestReadinessFailsWhenControllersCannotStart(t *testing.T) {
+	m := New(Options{})
+	if err := m.Check(nil); err != nil {
+		t.Fatalf("not started yet: %v", err)
+	}
+	m.Run(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"})
+	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Fatalf("Check = %v, want a failure naming etcd", err)
 	}
 }

@@ -31,7 +31,9 @@ func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
+	// The sync functions log through the context, with the controller's name.
 	logger := klog.FromContext(ctx).WithValues("controller", name)
+	ctx = klog.NewContext(ctx, logger)
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
 			for processNext(ctx, logger, queue, sync) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,11 +18,14 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/controller/csrcontroller"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/policy"
@@ -36,111 +38,118 @@ const (
 	ReasonInvalidRequest  = "InvalidRequest"
 )
 
-const signerKeyPrefix = "signer/"
-
-// Controller signs approved requests.
-type Controller struct {
-	client      clientset.Interface
-	csrs        certlisters.CertificateSigningRequestLister
-	signers     certlisters.SignerLister
-	synced      []cache.InformerSynced
-	queue       workqueue.TypedRateLimitingInterface[string]
-	authorities *certificateauthority.Authorities
-	recorder    *issuance.Recorder
-	clock       clock.PassiveClock
+// Recorder records issuances before their certificates are published.
+type Recorder interface {
+	Record(ctx context.Context, rec issuance.Record) error
 }
 
-// NewController wires the controller to its informers.
+// Controller signs approved requests (a csrcontroller loop calling Handle)
+// and keeps each Signer's Ready condition (a loop over Signer names).
+type Controller struct {
+	client      clientset.Interface
+	signers     certlisters.SignerLister
+	authorities *certificateauthority.Authorities
+	recorder    Recorder
+	clock       clock.PassiveClock
+
+	csrs         *csrcontroller.Controller
+	signerQueue  workqueue.TypedRateLimitingInterface[string]
+	signerSynced []cache.InformerSynced
+}
+
+// NewController wires the controller to its informers. A change of a CA's
+// certificate or readiness (seen on the CA informer) re-checks the Signers
+// that use it and the requests that waited for them.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer,
-	authorities *certificateauthority.Authorities, recorder *issuance.Recorder, clk clock.PassiveClock) *Controller {
+	caInformer rotationinformers.CertificateAuthorityInformer, authorities *certificateauthority.Authorities, recorder Recorder, clk clock.PassiveClock) *Controller {
 	RegisterMetrics()
 	c := &Controller{
-		client:      client,
-		csrs:        csrInformer.Lister(),
-		signers:     signerInformer.Lister(),
-		synced:      []cache.InformerSynced{csrInformer.Informer().HasSynced, signerInformer.Informer().HasSynced},
-		queue:       runner.NewQueue[string]("signer"),
-		authorities: authorities,
-		recorder:    recorder,
-		clock:       clk,
+		client:       client,
+		signers:      signerInformer.Lister(),
+		authorities:  authorities,
+		recorder:     recorder,
+		clock:        clk,
+		signerQueue:  runner.NewQueue[string]("signer-status"),
+		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
 	}
-	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueCSR,
-		UpdateFunc: func(_, obj any) { c.enqueueCSR(obj) },
-	})
+	c.csrs = csrcontroller.New("signer", csrInformer, csrutil.NeedsSigning, c.Handle)
 	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueSigner,
 		UpdateFunc: func(_, obj any) { c.enqueueSigner(obj) },
 	})
+	_, _ = caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.caChanged(nil, obj) },
+		UpdateFunc: c.caChanged,
+	})
 	return c
-}
-
-func (c *Controller) enqueueCSR(obj any) {
-	csr, ok := obj.(*certv1alpha1.CertificateSigningRequest)
-	if ok && csrutil.NeedsSigning(csr) {
-		c.queue.Add(csr.Name)
-	}
 }
 
 func (c *Controller) enqueueSigner(obj any) {
 	if s, ok := obj.(*certv1alpha1.Signer); ok {
-		c.queue.Add(signerKeyPrefix + s.Name)
+		c.signerQueue.Add(s.Name)
 	}
 }
 
-// CAChanged re-checks the signers of a CA, and the requests that waited
-// for it.
-func (c *Controller) CAChanged(caName string) {
+// caChanged re-checks the signers of a CA whose certificate or readiness
+// changed, and the requests that waited for them.
+func (c *Controller) caChanged(oldObj, newObj any) {
+	ca, ok := newObj.(*rotationv1alpha1.CertificateAuthority)
+	if !ok {
+		return
+	}
+	if old, ok := oldObj.(*rotationv1alpha1.CertificateAuthority); ok && !caSigningStateChanged(old, ca) {
+		return
+	}
 	signers, err := c.signers.List(everything)
 	if err != nil {
 		return
 	}
 	waiting := map[string]bool{}
 	for _, s := range signers {
-		if s.Spec.CertificateAuthorityRef.Name == caName {
-			c.queue.Add(signerKeyPrefix + s.Name)
+		if s.Spec.CertificateAuthorityRef.Name == ca.Name {
+			c.signerQueue.Add(s.Name)
 			waiting[s.Spec.SignerName] = true
 		}
 	}
-	if len(waiting) == 0 {
-		return
+	if len(waiting) > 0 {
+		c.csrs.EnqueueMatching(func(csr *certv1alpha1.CertificateSigningRequest) bool { return waiting[csr.Spec.SignerName] })
 	}
-	csrs, err := c.csrs.List(everything)
-	if err != nil {
-		return
-	}
-	for _, csr := range csrs {
-		if waiting[csr.Spec.SignerName] && csrutil.NeedsSigning(csr) {
-			c.queue.Add(csr.Name)
+}
+
+// caSigningStateChanged: what the signer depends on is the CA's certificate
+// and its Ready condition.
+func caSigningStateChanged(old, cur *rotationv1alpha1.CertificateAuthority) bool {
+	fingerprint := func(ca *rotationv1alpha1.CertificateAuthority) string {
+		if ca.Status.Current == nil {
+			return ""
 		}
+		return ca.Status.Current.Fingerprint
 	}
+	ready := func(ca *rotationv1alpha1.CertificateAuthority) metav1.ConditionStatus {
+		if c := apimeta.FindStatusCondition(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady); c != nil {
+			return c.Status
+		}
+		return ""
+	}
+	return fingerprint(old) != fingerprint(cur) || ready(old) != ready(cur)
 }
 
 // Run signs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	runner.Run(ctx, "signer", c.queue, c.synced, workers, func(ctx context.Context, key string) (time.Duration, error) {
-		if name, ok := strings.CutPrefix(key, signerKeyPrefix); ok {
-			return 0, c.syncSigner(ctx, name)
-		}
-		return 0, c.syncCSR(ctx, key)
+	go runner.Run(ctx, "signer-status", c.signerQueue, c.signerSynced, 1, func(ctx context.Context, name string) (time.Duration, error) {
+		return c.syncSigner(ctx, name)
 	})
+	c.csrs.Run(ctx, workers, c.signerSynced...)
 }
 
 func (c *Controller) signerFor(signerName string) (*certv1alpha1.Signer, error) {
 	return c.signers.Get(validation.SignerObjectName(signerName))
 }
 
-func (c *Controller) syncCSR(ctx context.Context, name string) error {
-	csr, err := c.csrs.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !csrutil.NeedsSigning(csr) {
-		return nil
-	}
+// Handle signs one approved request under its Signer's policy, or fails it
+// with the rule it broke. Requests for signer names without a Signer are
+// left to other signers.
+func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest) error {
 	signer, err := c.signerFor(csr.Spec.SignerName)
 	if apierrors.IsNotFound(err) {
 		// Not a signer rekey serves; another signer may.
@@ -184,14 +193,12 @@ func (c *Controller) syncCSR(ctx context.Context, name string) error {
 		requestsTotal.WithLabelValues(signerName, "error").Inc()
 		return err
 	}
-	if c.recorder != nil {
-		if err := c.recorder.Record(ctx, issuance.Record{
-			Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username,
-			SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
-		}); err != nil {
-			signingErrors.WithLabelValues(signerName, "record").Inc()
-			return err
-		}
+	if err := c.recorder.Record(ctx, issuance.Record{
+		Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username,
+		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
+	}); err != nil {
+		signingErrors.WithLabelValues(signerName, "record").Inc()
+		return err
 	}
 	updated := csr.DeepCopy()
 	updated.Status.Certificate = certPEM
@@ -229,33 +236,39 @@ func (c *Controller) fail(ctx context.Context, csr *certv1alpha1.CertificateSign
 }
 
 // syncSigner keeps the Signer's Ready condition: whether its CA can sign.
-func (c *Controller) syncSigner(ctx context.Context, name string) error {
+// A signer whose CA cannot sign yet is looked at again soon.
+func (c *Controller) syncSigner(ctx context.Context, name string) (time.Duration, error) {
 	s, err := c.signers.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
+	return c.handleSigner(ctx, s)
+}
+
+func (c *Controller) handleSigner(ctx context.Context, s *certv1alpha1.Signer) (time.Duration, error) {
+	recheck := time.Duration(0)
 	cond := metav1.Condition{Type: certv1alpha1.SignerReady, Status: metav1.ConditionTrue, Reason: "CAReady",
 		Message: fmt.Sprintf("signing with CertificateAuthority %q", s.Spec.CertificateAuthorityRef.Name), ObservedGeneration: s.Generation}
 	if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CAUnavailable", err.Error()
 		// Look again soon: the CA may be on its way.
-		c.queue.AddAfter(signerKeyPrefix+name, 5*time.Second)
+		recheck = 5 * time.Second
 	}
 	if cur := apimeta.FindStatusCondition(s.Status.Conditions, certv1alpha1.SignerReady); cur != nil &&
 		cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message && s.Status.ObservedGeneration == s.Generation {
-		return nil
+		return recheck, nil
 	}
 	updated := s.DeepCopy()
 	cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
 	apimeta.SetStatusCondition(&updated.Status.Conditions, cond)
 	updated.Status.ObservedGeneration = s.Generation
-	_, err = c.client.CertificatesV1alpha1().Signers().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"})
+	_, err := c.client.CertificatesV1alpha1().Signers().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"})
 	if apierrors.IsConflict(err) {
-		c.queue.Add(signerKeyPrefix + name)
-		return nil
+		// The informer brings the newer version, which is synced again.
+		return 0, nil
 	}
-	return err
+	return recheck, err
 }

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"rekey.io/rekey/pkg/apiserver"
+)
+
+// ControllerOptions configure the controllers and the private etcd data
+// they share.
+type ControllerOptions struct {
+	// PrivatePrefix is the etcd prefix of data the API never serves.
+	PrivatePrefix string
+	// LeaderElect runs the controllers on one replica at a time.
+	LeaderElect   bool
+	LeaseDuration time.Duration
+	// SignerWorkers is the number of concurrent signing workers.
+	SignerWorkers int
+	// CleanerInterval is how often finished requests are deleted.
+	CleanerInterval time.Duration
+}
+
+// NewControllerOptions returns the defaults.
+func NewControllerOptions() *ControllerOptions {
+	return &ControllerOptions{
+		PrivatePrefix:   "/rekey.io-private",
+		LeaderElect:     true,
+		LeaseDuration:   15 * time.Second,
+		SignerWorkers:   8,
+		CleanerInterval: time.Minute,
+	}
+}
+
+// AddFlags adds the controllers' flags.
+func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PrivatePrefix, "etcd-private-prefix", o.PrivatePrefix, "etcd prefix for CA keys and bindings, issuance records and the leader election; no API resource maps to it.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica elected through etcd.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a dead leader holds the lease before another replica takes over.")
+	fs.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
+	fs.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
+}
+
+// Validate reports every invalid controller option.
+func (o *ControllerOptions) Validate() []error {
+	var errs []error
+	if !strings.HasPrefix(o.PrivatePrefix, "/") || strings.HasSuffix(o.PrivatePrefix, "/") || len(o.PrivatePrefix) < 2 {
+		errs = append(errs, fmt.Errorf("--etcd-private-prefix %q must start with '/' and not end with one", o.PrivatePrefix))
+	}
+	if o.SignerWorkers < 1 {
+		errs = append(errs, errors.New("--signer-workers must be at least 1"))
+	}
+	if o.LeaseDuration < time.Second {
+		errs = append(errs, errors.New("--leader-elect-lease-duration must be at least 1s"))
+	}
+	if o.CleanerInterval < time.Second {
+		errs = append(errs, errors.New("--csr-cleaner-interval must be at least 1s"))
+	}
+	return errs
+}
+
+// ApplyTo puts the controllers' configuration into the server's.
+func (o *ControllerOptions) ApplyTo(c *apiserver.ExtraConfig) {
+	c.Etcd.PrivatePrefix = o.PrivatePrefix
+	c.Controllers.LeaderElect = o.LeaderElect
+	c.Controllers.LeaseDuration = o.LeaseDuration
+	c.Controllers.Identity = replicaIdentity()
+	c.Controllers.SignerWorkers = o.SignerWorkers
+	c.Controllers.CleanerInterval = o.CleanerInterval
+}
+
+// replicaIdentity names this replica in the leader election.
+func replicaIdentity() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s_%x", host, b)
+}

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+
+	"rekey.io/rekey/pkg/apiserver"
+	"rekey.io/rekey/pkg/signing/keystorepaths"
+)
+
+func joinErrors(errs []error) string {
+	var b strings.Builder
+	for _, e := range errs {
+		b.WriteString(e.Error())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// check runs one validation table row: no errors when want is empty, else
+// an error containing want.
+func check(t *testing.T, errs []error, want string) {
+	t.Helper()
+	if want == "" && len(errs) != 0 {
+		t.Fatalf("valid options refused: %v", errs)
+	}
+	if want != "" && !strings.Contains(joinErrors(errs), want) {
+		t.Fatalf("errors %v do not mention %q", errs, want)
+	}
+}
+
+func TestControllerOptionsValidate(t *testing.T) {
+	tests := map[string]struct {
+		mutate func(*ControllerOptions)
+		want   string
+	}{
+		"defaults":             {mutate: func(*ControllerOptions) {}},
+		"no workers":           {mutate: func(o *ControllerOptions) { o.SignerWorkers = 0 }, want: "--signer-workers"},
+		"short lease":          {mutate: func(o *ControllerOptions) { o.LeaseDuration = time.Millisecond }, want: "--leader-elect-lease-duration"},
+		"fast cleaner":         {mutate: func(o *ControllerOptions) { o.CleanerInterval = 0 }, want: "--csr-cleaner-interval"},
+		"relative prefix":      {mutate: func(o *ControllerOptions) { o.PrivatePrefix = "rekey" }, want: "--etcd-private-prefix"},
+		"prefix with trailing": {mutate: func(o *ControllerOptions) { o.PrivatePrefix = "/rekey/" }, want: "--etcd-private-prefix"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := NewControllerOptions()
+			tc.mutate(o)
+			check(t, o.Validate(), tc.want)
+		})
+	}
+}
+
+func TestKeyStoreOptionsValidate(t *testing.T) {
+	tests := map[string]struct {
+		o    KeyStoreOptions
+		want string
+	}{
+		"KEK only":          {o: KeyStoreOptions{KEKFile: "/etc/rekey/kek"}},
+		"no KEK":            {o: KeyStoreOptions{}, want: "--ca-key-encryption-key-file is required"},
+		"relative module":   {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{PKCS11Modules: []string{"lib.so"}}}, want: "--pkcs11-module"},
+		"root as directory": {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{Dirs: []string{"/"}}}, want: "--file-keystore-dir"},
+		"unclean directory": {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{Dirs: []string{"/etc/../etc/rekey"}}}, want: "--file-keystore-dir"},
+		"allow-lists":       {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{PKCS11Modules: []string{"/usr/lib/softhsm/libsofthsm2.so"}, Dirs: []string{"/etc/rekey"}}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) { check(t, tc.o.Validate(), tc.want) })
+	}
+}
+
+func TestAuthorizationRateOptionsValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		o    AuthorizationRateOptions
+		want string
+	}{
+		"defaults":   {o: *NewAuthorizationRateOptions()},
+		"zero QPS":   {o: AuthorizationRateOptions{QPS: 0, Burst: 1}, want: "--authorization-webhook-qps"},
+		"zero burst": {o: AuthorizationRateOptions{QPS: 1, Burst: 0}, want: "--authorization-webhook-burst"},
+	} {
+		t.Run(name, func(t *testing.T) { check(t, tc.o.Validate(), tc.want) })
+	}
+}
+
+func TestStandaloneOptionsValidate(t *testing.T) {
+	o := NewStandaloneOptions(io.Discard)
+	check(t, o.Validate(), "")
+	o.Enabled, o.DataDir = true, ""
+	check(t, o.Validate(), "--data-dir")
+}
+
+// TestStandaloneCompleteMakesPKIAndKEK: standalone mode fills in the serving
+// certificate, client CA, key-encryption key and the embedded etcd socket.
+func TestStandaloneCompleteMakesPKIAndKEK(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	o.Standalone.Enabled = true
+	o.Standalone.DataDir = t.TempDir()
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("completed standalone options do not validate: %v", err)
+	}
+	ro := o.RecommendedOptions
+	if got := ro.Etcd.StorageConfig.Transport.ServerList; len(got) != 1 || !strings.HasPrefix(got[0], "unix://") {
+		t.Fatalf("etcd servers %v, want the embedded etcd's unix socket", got)
+	}
+	if !strings.HasPrefix(o.KeyStores.KEKFile, o.Standalone.DataDir) || ro.SecureServing.ServerCert.CertKey.CertFile == "" || ro.Authentication.ClientCert.ClientCA == "" {
+		t.Fatalf("standalone PKI not filled in: KEK %q, serving %q, client CA %q", o.KeyStores.KEKFile, ro.SecureServing.ServerCert.CertKey.CertFile, ro.Authentication.ClientCert.ClientCA)
+	}
+	var extra apiserver.ExtraConfig
+	o.Controllers.ApplyTo(&extra)
+	o.KeyStores.ApplyTo(&extra)
+	if extra.Etcd.PrivatePrefix != "/rekey.io-private" || extra.KeyStores.KEKFile != o.KeyStores.KEKFile || extra.Controllers.SignerWorkers != 8 || extra.Controllers.Identity == "" {
+		t.Fatalf("ApplyTo: %+v", extra)
+	}
+}
+
+func TestAggregatedModeNeedsEtcdAndKEK(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--etcd-servers") || !strings.Contains(err.Error(), "--ca-key-encryption-key-file") {
+		t.Fatalf("error = %v, want both --etcd-servers and --ca-key-encryption-key-file", err)
+	}
+}
+
+// TestHelpShowsTheRealFeatureDefault: the default is overridden in the
+// gate itself, so --help prints false for WatchListCompression.
+func TestHelpShowsTheRealFeatureDefault(t *testing.T) {
+	if utilfeature.DefaultFeatureGate.Enabled(features.WatchListCompression) {
+		t.Fatal("WatchListCompression is on by default")
+	}
+	fss := NewOptions(io.Discard, io.Discard).Flags()
+	fs := fss.FlagSet("generic")
+	usage := fs.Lookup("feature-gates").Usage
+	if !strings.Contains(usage, "WatchListCompression=true|false (BETA - default=false)") {
+		t.Fatalf("--feature-gates help does not show the default false:\n%s", usage)
+	}
+}

@@ -1,0 +1,284 @@
+package signer
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/policy"
+	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/test/fixtures"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+type memoryRecorder struct {
+	mu      sync.Mutex
+	records []issuance.Record
+	err     error
+}
+
+func (r *memoryRecorder) Record(_ context.Context, rec issuance.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.records = append(r.records, rec)
+	return nil
+}
+
+// memoryKeys is a KeyStore in memory.
+type memoryKeys struct{ keys map[string]crypto.Signer }
+
+func (m *memoryKeys) GetOrCreate(_ context.Context, id string, alg signing.Algorithm) (crypto.Signer, bool, error) {
+	if k, ok := m.keys[id]; ok {
+		return k, false, nil
+	}
+	k, err := signing.GenerateKey(alg)
+	m.keys[id] = k
+	return k, true, err
+}
+func (m *memoryKeys) Get(_ context.Context, id string) (crypto.Signer, error) {
+	if k, ok := m.keys[id]; ok {
+		return k, nil
+	}
+	return nil, signing.ErrNotFound
+}
+func (m *memoryKeys) Delete(context.Context, string) error { return nil }
+
+// fixture is a signer controller with one CA ("team-ca") bound to a key,
+// and one Signer for example.com/team with the given policy.
+type fixture struct {
+	client   *fake.Clientset
+	recorder *memoryRecorder
+	c        *Controller
+	caCert   *x509.Certificate
+}
+
+func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	caIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	signerIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	keys := &memoryKeys{keys: map[string]crypto.Signer{}}
+	bindings := cabinding.NewMemoryStore()
+	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", UID: types.UID("0123456789")},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}}}
+	f := &fixture{recorder: &memoryRecorder{}}
+	if withCA {
+		key, _, err := keys.GetOrCreate(ctx, "team-ca-01234567-1", signing.ECDSAP256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := signing.NewSelfSignedCA("team CA", key, 24*time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.caCert = cert
+		if _, err := bindings.Create(ctx, &cabinding.Binding{CAName: "team-ca", CAUID: "0123456789", KeyID: "team-ca-01234567-1", Certificate: cert.Raw}); err != nil {
+			t.Fatal(err)
+		}
+		if err := caIndexer.Add(ca); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName("example.com/team")},
+		Spec: certv1alpha1.SignerSpec{SignerName: "example.com/team", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}, Policy: p}}
+	if err := signerIndexer.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	f.client = fake.NewSimpleClientset(s)
+	f.c = &Controller{
+		client:      f.client,
+		signers:     certlisters.NewSignerLister(signerIndexer),
+		authorities: certificateauthority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &certificateauthority.KeyStores{Etcd: keys}, bindings),
+		recorder:    f.recorder,
+		clock:       clocktesting.NewFakePassiveClock(now),
+	}
+	return f
+}
+
+func approvedCSR(t *testing.T, signerName string, request []byte, usages ...certv1alpha1.KeyUsage) *certv1alpha1.CertificateSigningRequest {
+	return &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "req", UID: "uid-1"},
+		Spec:       certv1alpha1.CertificateSigningRequestSpec{SignerName: signerName, Request: request, Usages: usages, Username: "alice"},
+		Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{
+			{Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "Test"}}},
+	}
+}
+
+// TestHandle checks the client actions Handle makes, after kube's
+// signer_test.go TestHandle.
+func TestHandle(t *testing.T) {
+	openPolicy := certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature},
+		MaxDuration: metav1.Duration{Duration: time.Hour}}
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "alice"})
+	tests := map[string]struct {
+		csr         *certv1alpha1.CertificateSigningRequest
+		noCA        bool
+		wantErr     string
+		wantActions []string // verb/subresource of each client action
+		verify      func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest)
+	}{
+		"issues under the policy": {
+			csr:         approvedCSR(t, "example.com/team", good, certv1alpha1.UsageClientAuth),
+			wantActions: []string{"update/status"},
+			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
+				certs, err := validation.ParseCertificateChain(updated.Status.Certificate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := certs[0].CheckSignatureFrom(f.caCert); err != nil {
+					t.Fatalf("not signed by the bound CA: %v", err)
+				}
+				if got := certs[0].NotAfter.Sub(now); got != time.Hour {
+					t.Errorf("lifetime %v, want the policy's maximum of 1h", got)
+				}
+				if len(f.recorder.records) != 1 || f.recorder.records[0].CSRName != "req" || f.recorder.records[0].CAKeyID != "team-ca-01234567-1" {
+					t.Errorf("issuance records %+v", f.recorder.records)
+				}
+			},
+		},
+		"policy violation fails with the rule": {
+			csr:         approvedCSR(t, "example.com/team", good, certv1alpha1.UsageServerAuth),
+			wantActions: []string{"update/status"},
+			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
+				failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]
+				if failed.Type != certv1alpha1.CertificateFailed || failed.Reason != ReasonPolicyViolation || !strings.Contains(failed.Message, "policy.allowedUsages") || len(updated.Status.Certificate) != 0 {
+					t.Errorf("want Failed naming policy.allowedUsages, got %+v", updated.Status)
+				}
+				if len(f.recorder.records) != 0 {
+					t.Errorf("a refused request was recorded")
+				}
+			},
+		},
+		"weak key fails with its own reason": {
+			csr:         approvedCSR(t, "example.com/team", fixtures.CSRPEMWithKey(t, weak, fixtures.CSROptions{CommonName: "alice"}), certv1alpha1.UsageClientAuth),
+			wantActions: []string{"update/status"},
+			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
+				if failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]; failed.Reason != policy.ReasonWeakPublicKey {
+					t.Errorf("reason %q, want %s", failed.Reason, policy.ReasonWeakPublicKey)
+				}
+			},
+		},
+		"unparseable request fails": {
+			csr:         approvedCSR(t, "example.com/team", []byte("garbage"), certv1alpha1.UsageClientAuth),
+			wantActions: []string{"update/status"},
+			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
+				if failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]; failed.Reason != ReasonInvalidRequest {
+					t.Errorf("reason %q, want %s", failed.Reason, ReasonInvalidRequest)
+				}
+			},
+		},
+		"signer name without a Signer is left alone": {
+			csr: approvedCSR(t, "example.org/external", good, certv1alpha1.UsageClientAuth),
+		},
+		"CA without a key yet is retried": {
+			csr:     approvedCSR(t, "example.com/team", good, certv1alpha1.UsageClientAuth),
+			noCA:    true,
+			wantErr: "team-ca",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, openPolicy, !tc.noCA)
+			err := f.c.Handle(context.Background(), tc.csr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one naming %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			actions := f.client.Actions()
+			if len(actions) != len(tc.wantActions) {
+				t.Fatalf("actions %v, want %v", actions, tc.wantActions)
+			}
+			for i, a := range actions {
+				if got := a.GetVerb() + "/" + a.GetSubresource(); got != tc.wantActions[i] {
+					t.Fatalf("action %d = %s, want %s", i, got, tc.wantActions[i])
+				}
+			}
+			if tc.verify != nil {
+				updated := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.CertificateSigningRequest)
+				tc.verify(t, f, updated)
+			}
+			if tc.csr.Status.Certificate != nil {
+				t.Fatal("Handle modified the lister's copy")
+			}
+		})
+	}
+}
+
+func TestHandleSignerReportsCAReadiness(t *testing.T) {
+	for name, tc := range map[string]struct {
+		withCA      bool
+		wantStatus  metav1.ConditionStatus
+		wantRecheck bool
+	}{
+		"CA can sign":   {withCA: true, wantStatus: metav1.ConditionTrue},
+		"CA has no key": {withCA: false, wantStatus: metav1.ConditionFalse, wantRecheck: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, certv1alpha1.SignerPolicy{}, tc.withCA)
+			s, err := f.c.signers.Get(validation.SignerObjectName("example.com/team"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recheck, err := f.c.handleSigner(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (recheck > 0) != tc.wantRecheck {
+				t.Errorf("recheck = %v", recheck)
+			}
+			actions := f.client.Actions()
+			if len(actions) != 1 || actions[0].GetSubresource() != "status" {
+				t.Fatalf("actions %v, want one status update", actions)
+			}
+			updated := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.Signer)
+			if c := updated.Status.Conditions[0]; c.Type != certv1alpha1.SignerReady || c.Status != tc.wantStatus {
+				t.Errorf("condition %+v, want Ready=%s", c, tc.wantStatus)
+			}
+		})
+	}
+}
+
+func TestCASigningStateChanged(t *testing.T) {
+	ca := &rotationv1alpha1.CertificateAuthority{Status: rotationv1alpha1.CertificateAuthorityStatus{Current: &rotationv1alpha1.CACertificate{Fingerprint: "a"}}}
+	same := ca.DeepCopy()
+	same.ResourceVersion = "2"
+	rotated := ca.DeepCopy()
+	rotated.Status.Current.Fingerprint = "b"
+	ready := ca.DeepCopy()
+	ready.Status.Conditions = []metav1.Condition{{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionTrue}}
+	if caSigningStateChanged(ca, same) || !caSigningStateChanged(ca, rotated) || !caSigningStateChanged(ca, ready) {
+		t.Fatal("caSigningStateChanged does not follow the certificate and the Ready condition")
+	}
+}
