@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates"
-	"rekey.io/rekey/pkg/registry/specstatus"
+	"rekey.io/rekey/pkg/registry"
 )
 
 // REST is the main resource's storage.
@@ -28,8 +28,8 @@ func (r *REST) Categories() []string { return []string{"rekey"} }
 // Storage holds the main resource and its two subresources.
 type Storage struct {
 	CertificateSigningRequest *REST
-	Status                    *specstatus.SubresourceREST
-	Approval                  *specstatus.SubresourceREST
+	Status                    *registry.SubresourceREST
+	Approval                  *registry.SubresourceREST
 }
 
 // NewStorage builds the stores for the main resource, /status and /approval.
@@ -56,7 +56,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 
 	return &Storage{
 		CertificateSigningRequest: &REST{store},
-		Status:                    specstatus.NewSubresourceREST(store, NewStatusStrategy(strategy)),
-		Approval:                  specstatus.NewSubresourceREST(store, NewApprovalStrategy(strategy)),
+		Status:                    registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
+		Approval:                  registry.NewSubresourceREST(store, NewApprovalStrategy(strategy)),
 	}, nil
 }

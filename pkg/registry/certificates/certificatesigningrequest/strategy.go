@@ -23,7 +23,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/registry/specstatus"
+	"rekey.io/rekey/pkg/registry"
 )
 
 const apiVersion = "certificates.rekey.io/v1alpha1"
@@ -123,7 +123,7 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 func (s statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
 	newCSR.Spec = oldCSR.Spec
-	specstatus.KeepMetadata(newCSR, oldCSR)
+	registry.KeepMetadata(newCSR, oldCSR)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateApproved)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateDenied)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
@@ -158,7 +158,7 @@ func (approvalStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
 	newCSR.Spec = oldCSR.Spec
-	specstatus.KeepMetadata(newCSR, oldCSR)
+	registry.KeepMetadata(newCSR, oldCSR)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
 }
 

@@ -8,11 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"rekey.io/rekey/pkg/apis/certificates"
-	"rekey.io/rekey/pkg/registry/specstatus"
+	"rekey.io/rekey/pkg/registry/printers"
 )
 
 // tableConvertor prints the columns `kubectl get csr` shows.
-var tableConvertor = specstatus.Table[*certificates.CertificateSigningRequest]{
+var tableConvertor = printers.Table[*certificates.CertificateSigningRequest]{
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Age", Type: "string", Description: "Time since the request was created."},
 		{Name: "SignerName", Type: "string", Description: "The signer asked to sign the request."},
@@ -25,7 +25,7 @@ var tableConvertor = specstatus.Table[*certificates.CertificateSigningRequest]{
 		if csr.Spec.ExpirationSeconds != nil {
 			requested = duration.HumanDuration(time.Duration(*csr.Spec.ExpirationSeconds) * time.Second)
 		}
-		return []interface{}{specstatus.Age(csr.CreationTimestamp), csr.Spec.SignerName, csr.Spec.Username, requested, ConditionSummary(csr)}
+		return []interface{}{printers.Age(csr.CreationTimestamp), csr.Spec.SignerName, csr.Spec.Username, requested, ConditionSummary(csr)}
 	},
 }
 

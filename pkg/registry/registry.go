@@ -1,45 +1,22 @@
-package specstatus
+// Package registry holds what rekey's storages share: the main resource's
+// REST with short names and categories, the REST of a subresource that
+// updates with its own strategy, and the rules every status-like
+// subresource follows (metadata is the main resource's; some status is the
+// controllers' alone).
+package registry
 
 import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"rekey.io/rekey/pkg/serveridentity"
 )
-
-// Resource describes one kind's storage.
-type Resource[T Object] struct {
-	New, NewList     func() runtime.Object
-	Plural, Singular schema.GroupResource
-	ShortNames       []string
-	Table            Table[T]
-	Kind             Kind[T]
-}
-
-// NewStorage returns the main and /status storage of a kind.
-func NewStorage[T Object](scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, r Resource[T]) (*REST, *SubresourceREST, error) {
-	strategy := New(scheme, r.Kind)
-	store := &genericregistry.Store{
-		NewFunc:                   r.New,
-		NewListFunc:               r.NewList,
-		DefaultQualifiedResource:  r.Plural,
-		SingularQualifiedResource: r.Singular,
-		CreateStrategy:            strategy,
-		UpdateStrategy:            strategy,
-		DeleteStrategy:            strategy,
-		ResetFieldsStrategy:       strategy,
-		TableConvertor:            r.Table,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, nil, err
-	}
-	return NewREST(store, r.ShortNames...), NewSubresourceREST(store, NewStatus(strategy)), nil
-}
 
 // REST is a main resource with short names and categories.
 type REST struct {
@@ -99,4 +76,35 @@ func (r *SubresourceREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.S
 
 func (r *SubresourceREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
 	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// KeepMetadata sets obj's metadata to old's, except managed fields (which
+// the server has just computed for this write) and the resource version
+// (already checked against old's for optimistic concurrency): a
+// subresource is authorized separately from the main resource and must not
+// become a way to change labels, annotations, finalizers or owners, as for
+// the status subresource of a custom resource.
+func KeepMetadata(obj, old metav1.Object) {
+	managed := obj.GetManagedFields()
+	rv := obj.GetResourceVersion()
+	obj.SetLabels(old.GetLabels())
+	obj.SetAnnotations(old.GetAnnotations())
+	obj.SetFinalizers(old.GetFinalizers())
+	obj.SetOwnerReferences(old.GetOwnerReferences())
+	obj.SetGenerateName(old.GetGenerateName())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetManagedFields(managed)
+	obj.SetResourceVersion(rv)
+}
+
+// ControllersOnly refuses a write of status by anyone but rekey's own
+// controllers (package serveridentity), for kinds whose status records
+// what the server decided, such as which key a CA signs with.
+func ControllersOnly(ctx context.Context) field.ErrorList {
+	if serveridentity.FromContext(ctx) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("status"),
+		"written only by rekey-apiserver's own controllers; it records what the server decided (such as which key signs) and no client may set it")}
 }

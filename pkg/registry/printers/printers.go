@@ -1,4 +1,5 @@
-package specstatus
+// Package printers turns rekey's objects into the tables kubectl prints.
+package printers
 
 import (
 	"context"
@@ -10,6 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
+
+// Object is an API object with metadata.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
 
 // Table prints objects of type T with the given columns; Row returns the
 // cells after NAME.

@@ -1,0 +1,50 @@
+package printers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+func TestTable(t *testing.T) {
+	table := Table[*rotation.CertificateAuthority]{
+		Columns: []metav1.TableColumnDefinition{{Name: "Ready", Type: "string"}},
+		Row: func(c *rotation.CertificateAuthority) []interface{} {
+			return []interface{}{ConditionStatus(c.Status.Conditions, "Ready")}
+		},
+	}
+	ready := rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status: rotation.CertificateAuthorityStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}}}
+	list := &rotation.CertificateAuthorityList{ListMeta: metav1.ListMeta{ResourceVersion: "5"},
+		Items: []rotation.CertificateAuthority{ready, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}}
+	got, err := table.ConvertToTable(context.Background(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ColumnDefinitions) != 2 || got.ColumnDefinitions[0].Name != "Name" || got.ResourceVersion != "5" || len(got.Rows) != 2 {
+		t.Fatalf("table %+v", got)
+	}
+	if got.Rows[0].Cells[0] != "a" || got.Rows[0].Cells[1] != "True" || got.Rows[1].Cells[1] != "Unknown" {
+		t.Fatalf("rows %+v", got.Rows)
+	}
+	one, err := table.ConvertToTable(context.Background(), &ready, nil)
+	if err != nil || len(one.Rows) != 1 {
+		t.Fatalf("single object: %v %+v", err, one)
+	}
+	if _, err := table.ConvertToTable(context.Background(), &metav1.Status{}, nil); err == nil {
+		t.Fatal("a Status was printed as a CA table")
+	}
+}
+
+func TestAge(t *testing.T) {
+	if got := Age(metav1.Time{}); got != "<unknown>" {
+		t.Errorf("zero time: %q", got)
+	}
+	if got := Age(metav1.NewTime(time.Now().Add(-90 * time.Minute))); got != "90m" {
+		t.Errorf("90 minutes ago: %q", got)
+	}
+}
