@@ -89,6 +89,15 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	return c.Handle(ctx, ca)
+}
+
+// Handle binds a CA to its key (making key and certificate the first time)
+// and publishes what it signs with and whether it can, in status. A CA
+// that cannot sign, and every File CA, is looked at again after the
+// returned duration.
+func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) (time.Duration, error) {
+	name := ca.Name
 	status := ca.Status.DeepCopy()
 	recheck := time.Duration(0)
 	switch ca.Spec.KeyStore.Type {
