@@ -2,9 +2,11 @@
 package filters
 
 import (
-	"fmt"
+	"encoding/json"
 	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 )
 
@@ -48,7 +50,12 @@ func (w *noRedirectWriter) WriteHeader(code int) {
 		h.Set("Content-Type", "application/json")
 		h.Del("Content-Length")
 		w.ResponseWriter.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w.ResponseWriter, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource (%q)","reason":"NotFound","code":404}`+"\n", w.path)
+		status := apierrors.NewNotFound(schema.GroupResource{}, w.path).Status()
+		status.Kind, status.APIVersion = "Status", "v1"
+		body, err := json.Marshal(&status)
+		if err == nil {
+			_, _ = w.ResponseWriter.Write(append(body, '\n'))
+		}
 		return
 	}
 	w.ResponseWriter.WriteHeader(code)

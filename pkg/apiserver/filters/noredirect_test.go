@@ -1,10 +1,13 @@
 package filters
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestWithoutRedirectsTurnsEveryRedirectInto404(t *testing.T) {
@@ -22,6 +25,13 @@ func TestWithoutRedirectsTurnsEveryRedirectInto404(t *testing.T) {
 		}
 		if strings.Contains(rec.Body.String(), "evil") {
 			t.Errorf("redirect body leaked: %q", rec.Body.String())
+		}
+		var status metav1.Status
+		if err := json.Unmarshal(rec.Body.Bytes(), &status); err != nil {
+			t.Fatalf("body is not a Status: %v: %q", err, rec.Body.String())
+		}
+		if status.Kind != "Status" || status.Reason != metav1.StatusReasonNotFound || status.Code != http.StatusNotFound || !strings.Contains(status.Message, "/debug/pprof") {
+			t.Errorf("status %+v", status)
 		}
 	}
 }
