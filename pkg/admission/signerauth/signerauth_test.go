@@ -1,0 +1,62 @@
+package signerauth
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+func TestCheckTriesTheNameThenTheDomain(t *testing.T) {
+	alice := &user.DefaultInfo{Name: "alice"}
+	tests := map[string]struct {
+		allowed   string // the one resource name the authorizer allows
+		err       error
+		signer    string
+		want      bool
+		wantErr   bool
+		wantNames []string
+	}{
+		"exact name":        {allowed: "example.com/a", signer: "example.com/a", want: true, wantNames: []string{"example.com/a"}},
+		"domain wildcard":   {allowed: "example.com/*", signer: "example.com/a", want: true, wantNames: []string{"example.com/a", "example.com/*"}},
+		"other domain":      {allowed: "example.com/*", signer: "example.org/a", wantNames: []string{"example.org/a", "example.org/*"}},
+		"authorizer errors": {err: errors.New("down"), signer: "example.com/a", wantErr: true, wantNames: []string{"example.com/a", "example.com/*"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var asked []string
+			authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+				asked = append(asked, a.GetName())
+				if a.GetVerb() != VerbApprove || a.GetResource() != Resource || a.GetAPIGroup() != Group || a.GetUser().GetName() != "alice" {
+					t.Errorf("asked %+v", a)
+				}
+				if tc.err != nil {
+					return authorizer.DecisionNoOpinion, "", tc.err
+				}
+				if a.GetName() == tc.allowed {
+					return authorizer.DecisionAllow, "", nil
+				}
+				return authorizer.DecisionNoOpinion, "", nil
+			})
+			d := Check(context.Background(), authz, alice, VerbApprove, tc.signer)
+			if d.Allowed != tc.want || (d.Err != nil) != tc.wantErr {
+				t.Fatalf("decision %+v", d)
+			}
+			if strings.Join(asked, ",") != strings.Join(tc.wantNames, ",") {
+				t.Fatalf("asked %v, want %v", asked, tc.wantNames)
+			}
+		})
+	}
+}
+
+func TestForbiddenMessageNamesWhatIsMissing(t *testing.T) {
+	msg := ForbiddenMessage(&user.DefaultInfo{Name: "bob"}, VerbSign, "example.com/a")
+	for _, want := range []string{`"bob"`, `verb "sign"`, `resource "signers"`, `group "certificates.rekey.io"`, `"example.com/a" or "example.com/*"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %s", msg, want)
+		}
+	}
+}
