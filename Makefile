@@ -6,7 +6,7 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen update-codegen fuzz bench tools clean
+.PHONY: all build run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
@@ -32,12 +32,22 @@ test-e2e:
 	hack/install-test-deps.sh
 	$(GO) test -count=1 -timeout 40m $(GOTEST_FLAGS) ./test/e2e/...
 
-## verify: formatting, vet, go.mod tidiness and generated code
-verify: verify-gofmt verify-vet verify-tidy verify-codegen
+## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint
+## and logcheck. Each verify-X has an update-X that fixes what it can
+## (vet has nothing to fix automatically).
+verify: verify-gofmt verify-vet verify-tidy verify-codegen verify-lint
+
+## update: every fix the verify targets can make
+update: update-gofmt update-tidy update-codegen update-lint
+
+GO_FILES = $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 verify-gofmt:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $(GO_FILES)); \
+	if [[ -n "$$out" ]]; then echo "gofmt needed on (make update-gofmt):"; echo "$$out"; exit 1; fi
+
+update-gofmt:
+	gofmt -w $(GO_FILES)
 
 verify-vet:
 	$(GO) vet ./...
@@ -45,12 +55,22 @@ verify-vet:
 verify-tidy:
 	hack/verify-tidy.sh
 
+update-tidy:
+	hack/update-tidy.sh
+
 verify-codegen:
-	hack/install-packages.sh
+	hack/install-packages.sh protobuf-compiler
 	hack/verify-codegen.sh
 
 update-codegen:
+	hack/install-packages.sh protobuf-compiler
 	hack/update-codegen.sh
+
+verify-lint:
+	hack/verify-lint.sh
+
+update-lint:
+	hack/update-lint.sh
 
 ## fuzz: run each parser fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -33,7 +33,7 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) {
 	logger := klog.FromContext(ctx).WithValues("election", cfg.Key, "identity", cfg.Identity)
 	for ctx.Err() == nil {
-		if err := campaignOnce(ctx, cfg, logger); err != nil && ctx.Err() == nil {
+		if err := campaignOnce(klog.NewContext(ctx, logger), cfg); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Leader election failed; retrying")
 			select {
 			case <-ctx.Done():
@@ -43,7 +43,8 @@ func Run(ctx context.Context, cfg Config) {
 	}
 }
 
-func campaignOnce(ctx context.Context, cfg Config, logger klog.Logger) error {
+func campaignOnce(ctx context.Context, cfg Config) error {
+	logger := klog.FromContext(ctx)
 	ttl := int(cfg.LeaseDuration.Seconds())
 	if ttl < 1 {
 		ttl = 1
@@ -52,7 +53,7 @@ func campaignOnce(ctx context.Context, cfg Config, logger klog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("creating etcd session: %w", err)
 	}
-	defer session.Close()
+	defer func() { _ = session.Close() }() // the lease expires on its own if this fails
 	election := concurrency.NewElection(session, cfg.Key)
 	logger.Info("Campaigning for leadership")
 	if err := election.Campaign(ctx, cfg.Identity); err != nil {
@@ -67,10 +68,14 @@ func campaignOnce(ctx context.Context, cfg Config, logger klog.Logger) error {
 	case <-session.Done():
 		logger.Info("Lost leadership: etcd lease expired")
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			logger.Error(err, "Work ended with an error after leadership was lost")
+		}
 	case <-ctx.Done():
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			logger.Error(err, "Work ended with an error while stopping")
+		}
 	case workErr = <-done:
 		cancel()
 		logger.Error(workErr, "Work stopped while leader; giving up leadership")

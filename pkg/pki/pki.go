@@ -145,7 +145,7 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone already after a successful rename
 	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(mode)

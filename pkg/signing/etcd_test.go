@@ -26,7 +26,7 @@ func TestEtcdKeyStoreRefusesIDsOutsideItsPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	kek, err := signing.NewKEK()
 	if err != nil {
 		t.Fatal(err)

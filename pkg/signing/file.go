@@ -105,7 +105,7 @@ func readCapped(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	data, err := io.ReadAll(io.LimitReader(f, MaxCAFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)

@@ -123,7 +123,7 @@ func freeLoopbackURL(scheme string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding a free loopback port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only the port number was wanted
 	return scheme + "://" + l.Addr().String(), nil
 }
 

@@ -38,7 +38,7 @@ func TestEmbeddedEtcdAcceptsNoUnauthenticatedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	if _, err := client.Put(ctx, "/probe", "x"); err != nil {
 		t.Fatalf("writing through the socket: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestEmbeddedEtcdAcceptsNoUnauthenticatedClient(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	resp, err := hc.Get(peers[0].String() + "/members")
 	if err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		t.Fatalf("peer port answered %s to a client without a certificate", resp.Status)
 	}
 	for _, u := range e.server.Config().ListenClientUrls {

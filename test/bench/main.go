@@ -63,7 +63,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	rekeyBin, err := framework.BinaryPath("rekey-apiserver")
 	if err != nil {
 		return err

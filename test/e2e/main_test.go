@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 	}
 	cluster.Stop()
 	if code == 0 {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	} else {
 		fmt.Fprintf(os.Stderr, "logs kept in %s\n", dir)
 	}

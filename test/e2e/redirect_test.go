@@ -43,7 +43,7 @@ func probe(t *testing.T, client *http.Client, base string, paths []string) {
 			t.Errorf("GET %s: %v", p, err)
 			continue
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			t.Errorf("GET %s answered %d (Location %q)", p, resp.StatusCode, resp.Header.Get("Location"))
 		}

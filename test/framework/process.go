@@ -34,11 +34,11 @@ func StartWithEnv(dir, name, binary string, env []string, args ...string) (*Proc
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &Process{Name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
+	go func() { p.done <- cmd.Wait(); _ = f.Close() }()
 	return p, nil
 }
 
@@ -106,7 +106,7 @@ func FreePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
 		for _, l := range listeners {
-			l.Close()
+			_ = l.Close()
 		}
 	}()
 	var ports []int

@@ -265,7 +265,7 @@ func listeningTCPPorts(t *testing.T, pid int) []int {
 				ports = append(ports, int(port))
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	return ports
 }

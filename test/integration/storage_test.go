@@ -97,7 +97,7 @@ func TestWatchIsNotCompressedByDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%v: watch answered %s", tc.args, resp.Status)
 		}

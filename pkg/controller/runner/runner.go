@@ -36,14 +36,14 @@ func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	ctx = klog.NewContext(ctx, logger)
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for processNext(ctx, logger, queue, sync) {
+			for processNext(ctx, queue, sync) {
 			}
 		}, time.Second)
 	}
 	<-ctx.Done()
 }
 
-func processNext[K comparable](ctx context.Context, logger klog.Logger, queue workqueue.TypedRateLimitingInterface[K], sync SyncFunc[K]) bool {
+func processNext[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], sync SyncFunc[K]) bool {
 	key, shutdown := queue.Get()
 	if shutdown {
 		return false
@@ -52,7 +52,7 @@ func processNext[K comparable](ctx context.Context, logger klog.Logger, queue wo
 	requeueAfter, err := sync(ctx, key)
 	switch {
 	case err != nil:
-		logger.Error(err, "Sync failed; retrying", "key", key)
+		klog.FromContext(ctx).Error(err, "Sync failed; retrying", "key", key)
 		queue.AddRateLimited(key)
 	case requeueAfter > 0:
 		queue.Forget(key)

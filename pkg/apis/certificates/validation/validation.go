@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -62,8 +61,21 @@ var knownUsageStrings = func() []string {
 }()
 
 // ValidateCertificateSigningRequestName allows any name that is a valid
-// path segment: the node agent names requests after a key hash.
-var ValidateCertificateSigningRequestName = path.ValidatePathSegmentName
+// path segment: the node agent names requests after a key hash. The
+// prefix argument is the ObjectMeta name-validation convention (a
+// generateName prefix).
+func ValidateCertificateSigningRequestName(name string, prefix bool) []string {
+	var errs []string
+	if !prefix && (name == "." || name == "..") {
+		errs = append(errs, fmt.Sprintf("may not be '%s'", name))
+	}
+	for _, illegal := range []string{"/", "%"} {
+		if strings.Contains(name, illegal) {
+			errs = append(errs, fmt.Sprintf("may not contain '%s'", illegal))
+		}
+	}
+	return errs
+}
 
 // ValidateCertificateSigningRequestCreate validates a new request.
 func ValidateCertificateSigningRequestCreate(csr *certificates.CertificateSigningRequest) field.ErrorList {
