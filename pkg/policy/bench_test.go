@@ -5,8 +5,7 @@ import (
 )
 
 func BenchmarkEvaluateKubeletClient(b *testing.B) {
-	t := &testing.T{}
-	spec, parsed := build(t, req{cn: "system:node:n1", orgs: nodeOrgs, usages: clientU})
+	spec, parsed := build(b, req{cn: "system:node:n1", orgs: nodeOrgs, usages: clientU})
 	p := KubeletClientPolicy
 	b.ReportAllocs()
 	for b.Loop() {

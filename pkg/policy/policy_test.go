@@ -37,7 +37,7 @@ type req struct {
 	usages []certv1alpha1.KeyUsage
 }
 
-func build(t *testing.T, r req) (*certv1alpha1.CertificateSigningRequestSpec, *x509.CertificateRequest) {
+func build(t testing.TB, r req) (*certv1alpha1.CertificateSigningRequestSpec, *x509.CertificateRequest) {
 	t.Helper()
 	tmpl := &x509.CertificateRequest{
 		Subject:  pkix.Name{CommonName: r.cn, Organization: r.orgs, OrganizationalUnit: r.ou},

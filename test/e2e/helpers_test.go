@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -142,15 +143,27 @@ func requireForbidden(t *testing.T, err error, mentions ...string) {
 // the authorizer caches of both API servers.
 func eventually(t *testing.T, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after 20s: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("still failing after 20s: %v", last)
+	}
+}
+
+// stays checks, every 100ms for the whole window, that cond holds, and
+// fails as soon as it does not: for what must not happen, after a witness
+// has shown the controller in question is running.
+func stays(t *testing.T, window time.Duration, cond func(context.Context) error) {
+	t.Helper()
+	var broken error
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, window, true, func(ctx context.Context) (bool, error) {
+		broken = cond(ctx)
+		return broken != nil, nil
+	})
+	if broken != nil {
+		t.Fatal(broken)
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"testing"
 	"time"
 
@@ -87,12 +88,14 @@ func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
 	if err != nil {
 		t.Fatal("the permitted node's request was not issued")
 	}
-	time.Sleep(2 * time.Second)
-	csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), "rogue-client", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
-		t.Fatalf("request without permission was acted on: %+v", csr.Status)
-	}
+	stays(t, 2*time.Second, func(ctx context.Context) error {
+		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "rogue-client", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
+			return fmt.Errorf("request without permission was acted on: %+v", csr.Status)
+		}
+		return nil
+	})
 }

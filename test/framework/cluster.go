@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -392,16 +394,20 @@ func sanitize(s string) string {
 }
 
 func waitFor(timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
 	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return nil
-		}
+	pollErr := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		err = check()
 		if errors.Is(err, errExited) {
-			return err
+			return false, err // a dead process will not become ready
 		}
-		time.Sleep(250 * time.Millisecond)
+		return err == nil, nil
+	})
+	switch {
+	case pollErr == nil:
+		return nil
+	case errors.Is(pollErr, errExited):
+		return pollErr
+	default:
+		return fmt.Errorf("timed out after %s: %w", timeout, err)
 	}
-	return fmt.Errorf("timed out after %s: %w", timeout, err)
 }

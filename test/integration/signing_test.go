@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -204,10 +205,20 @@ func TestDeniedRequestIsNeverSigned(t *testing.T) {
 	// A request approved after it proves the signer is running.
 	createAndApprove(t, client, requestFor(t, "witness", "rekey.io/kube-apiserver-client", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
 	waitForCertificate(t, client, "witness")
-	time.Sleep(2 * time.Second)
-	got, _ := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "denied", metav1.GetOptions{})
-	if issued(got) || hasCondition(got, certv1alpha1.CertificateFailed) {
-		t.Fatalf("denied request was acted on: %+v", got.Status)
+	// Checked throughout a window, failing at the first sign of action.
+	var broken error
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "denied", metav1.GetOptions{})
+		switch {
+		case err != nil:
+			broken = err
+		case issued(got) || hasCondition(got, certv1alpha1.CertificateFailed):
+			broken = fmt.Errorf("denied request was acted on: %+v", got.Status)
+		}
+		return broken != nil, nil
+	})
+	if broken != nil {
+		t.Fatal(broken)
 	}
 }
 
