@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -53,8 +53,9 @@ func (r *rekeyTarget) Approve(ctx context.Context, name string) error {
 
 func (r *rekeyTarget) Watch(ctx context.Context, done func(string, bool)) error {
 	csrs := r.client.CertificatesV1alpha1().CertificateSigningRequests()
-	return watchForever(ctx, func(rv string) (watch.Interface, error) {
-		return csrs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	return watchForever(ctx, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.AllowWatchBookmarks = true
+		return csrs.Watch(ctx, opts)
 	}, func() (string, error) {
 		// After a broken watch, a list catches what was issued meanwhile.
 		list, err := csrs.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -84,43 +85,32 @@ func reportRekey(csr *certv1alpha1.CertificateSigningRequest, done func(string, 
 	}
 }
 
-// watchForever keeps a watch open until ctx is done: when the server closes
-// it (a slow consumer, a timeout), it lists again and resumes.
-func watchForever(ctx context.Context, start func(rv string) (watch.Interface, error), relist func() (string, error), handle func(runtime.Object)) error {
-	w, err := start("")
+// watchForever keeps a watch open until ctx is done. client-go's retry
+// watcher resumes a closed watch from the last resource version it saw;
+// when that version is too old for the server, it gives up, and the loop
+// lists again (reporting what happened meanwhile) and starts a new one.
+func watchForever(ctx context.Context, watchFunc cache.WatchFuncWithContext, relist func() (string, error), handle func(runtime.Object)) error {
+	rv, err := relist()
 	if err != nil {
 		return err
 	}
+	lw := &cache.ListWatch{WatchFuncWithContext: watchFunc}
 	go func() {
-		for {
-			rv := ""
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					break
+		for ctx.Err() == nil {
+			rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+			if err == nil {
+				for ev := range rw.ResultChan() {
+					if ev.Type == watch.Modified || ev.Type == watch.Added {
+						handle(ev.Object)
+					}
 				}
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					rv = m.GetResourceVersion()
-				}
-				if ev.Type == watch.Modified || ev.Type == watch.Added {
-					handle(ev.Object)
-				}
+				rw.Stop()
 			}
-			w.Stop()
 			if ctx.Err() != nil {
 				return
 			}
 			if listRV, err := relist(); err == nil {
 				rv = listRV
-			}
-			for {
-				if w, err = start(rv); err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				rv = ""
-				time.Sleep(100 * time.Millisecond)
 			}
 		}
 	}()
@@ -166,8 +156,9 @@ func (n *nativeTarget) Watch(ctx context.Context, done func(string, bool)) error
 			}
 		}
 	}
-	return watchForever(ctx, func(rv string) (watch.Interface, error) {
-		return csrs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	return watchForever(ctx, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.AllowWatchBookmarks = true
+		return csrs.Watch(ctx, opts)
 	}, func() (string, error) {
 		list, err := csrs.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
