@@ -1,0 +1,26 @@
+package v1alpha1
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func TestCertificateAuthorityDefaults(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ca := &CertificateAuthority{}
+	scheme.Default(ca)
+	if ca.Spec.KeyAlgorithm != ECDSAP256 || ca.Spec.Validity.Duration != DefaultValidity || ca.Spec.KeyStore.Type != KeyStoreEtcd {
+		t.Fatalf("defaults %+v", ca.Spec)
+	}
+	set := &CertificateAuthority{Spec: CertificateAuthoritySpec{KeyAlgorithm: RSA3072, Validity: metav1.Duration{Duration: time.Hour}, KeyStore: KeyStore{Type: KeyStorePKCS11}}}
+	scheme.Default(set)
+	if set.Spec.KeyAlgorithm != RSA3072 || set.Spec.Validity.Duration != time.Hour || set.Spec.KeyStore.Type != KeyStorePKCS11 {
+		t.Fatalf("defaulting overwrote set fields: %+v", set.Spec)
+	}
+}
