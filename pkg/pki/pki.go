@@ -104,7 +104,8 @@ func (kp *KeyPair) Write(certPath, keyPath string) error {
 	return WriteFileAtomic(certPath, kp.CertPEM(), 0o644)
 }
 
-// Load reads a PEM certificate and a PKCS#8 PEM private key.
+// Load reads a PEM certificate and its PEM private key (as
+// signing.ParsePrivateKeyPEM reads keys).
 func Load(certPath, keyPath string) (*KeyPair, error) {
 	certPEM, err := os.ReadFile(certPath)
 	if err != nil {
@@ -122,18 +123,9 @@ func Load(certPath, keyPath string) (*KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", certPath, err)
 	}
-	keyBlock, err := strictpem.DecodeOne(keyPEM, "PRIVATE KEY")
+	signer, err := signing.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", keyPath, err)
-	}
-	parsed, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
-	if err != nil {
-		// The parser's message may quote the key's bytes: not repeated.
-		return nil, fmt.Errorf("%s: not a PKCS#8 private key", keyPath)
-	}
-	signer, ok := parsed.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%s: key of type %T cannot sign", keyPath, parsed)
 	}
 	return &KeyPair{Cert: cert, Key: signer}, nil
 }

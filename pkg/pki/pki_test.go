@@ -34,7 +34,10 @@ func TestCAIssueWriteLoad(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	// Strict: text before the certificate is refused.
-	data, _ := os.ReadFile(certPath)
+	data, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(certPath, append([]byte("note\n"), data...), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +53,11 @@ func TestWriteFileAtomicReplaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, _ := os.ReadFile(p); string(got) != "two" {
+	if got, err := os.ReadFile(p); err != nil || string(got) != "two" {
 		t.Fatalf("content %q", got)
 	}
-	entries, _ := os.ReadDir(filepath.Dir(p))
-	if len(entries) != 1 {
+	entries, err := os.ReadDir(filepath.Dir(p))
+	if err != nil || len(entries) != 1 {
 		t.Fatalf("temporary files left: %v", entries)
 	}
 }

@@ -2,7 +2,7 @@ package serveridentity
 
 import (
 	"context"
-	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -16,7 +16,7 @@ func TestAuthenticator(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := id.ClientConfig(&rest.Config{Host: "https://127.0.0.1:1", BearerToken: "loopback"})
-	req, _ := http.NewRequest("GET", "/", nil)
+	req := httptest.NewRequest("GET", "/", nil)
 	req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
 	resp, ok, err := id.Authenticator().AuthenticateRequest(req)
 	if err != nil || !ok {
@@ -35,7 +35,7 @@ func TestAuthenticator(t *testing.T) {
 		"no header":              "",
 		"basic":                  "Basic " + cfg.BearerToken,
 	} {
-		req, _ := http.NewRequest("GET", "/", nil)
+		req := httptest.NewRequest("GET", "/", nil)
 		if header != "" {
 			req.Header.Set("Authorization", header)
 		}

@@ -13,9 +13,18 @@ import (
 // BenchmarkIssue signs one client certificate per iteration with a CA of
 // each supported algorithm.
 func BenchmarkIssue(b *testing.B) {
-	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "bench"}}, leafKey)
-	req, _ := x509.ParseCertificateRequest(der)
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "bench"}}, leafKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, alg := range []Algorithm{ECDSAP256, ECDSAP384, RSA2048, RSA3072, RSA4096, Ed25519} {
 		b.Run(string(alg), func(b *testing.B) {
 			key, err := GenerateKey(alg)

@@ -90,7 +90,7 @@ func LoadCAFiles(certFile, keyFile string) (*x509.Certificate, crypto.Signer, er
 	if !cert.IsCA {
 		return nil, nil, fmt.Errorf("%s: not a CA certificate (basicConstraints CA is false)", certFile)
 	}
-	signer, err := parsePrivateKey(keyPEM)
+	signer, err := ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
@@ -116,10 +116,12 @@ func readCapped(path string) ([]byte, error) {
 	return data, nil
 }
 
-// parsePrivateKey reads a key file: one private key block, optionally after
-// the "EC PARAMETERS" block that `openssl ecparam -genkey` writes. Errors
-// name the file's structure, never its content.
-func parsePrivateKey(data []byte) (crypto.Signer, error) {
+// ParsePrivateKeyPEM reads a private key file, the one parser rekey uses for
+// keys on disk: one private key block (PKCS#8, PKCS#1 or SEC 1), optionally
+// after the "EC PARAMETERS" block that `openssl ecparam -genkey` writes,
+// with nothing but whitespace around. Errors name the file's structure,
+// never its content.
+func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
 	blocks, err := strictpem.Decode(data, 2)
 	if err != nil {
 		return nil, err

@@ -124,7 +124,10 @@ func TestLoadKEK(t *testing.T) {
 func TestEtcdKeyStore(t *testing.T) {
 	ctx := context.Background()
 	client := etcdtest.Start(t)
-	kek, _ := signing.NewKEK()
+	kek, err := signing.NewKEK()
+	if err != nil {
+		t.Fatal(err)
+	}
 	store, err := signing.NewEtcdKeyStore(ctx, client, "/p", kek)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +144,10 @@ func TestEtcdKeyStore(t *testing.T) {
 	if err != nil || len(raw.Kvs) != 1 {
 		t.Fatal(err)
 	}
-	der, _ := x509.MarshalPKCS8PrivateKey(key)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if strings.Contains(string(raw.Kvs[0].Value), string(der[len(der)-32:])) {
 		t.Fatal("the key's bytes are in etcd")
 	}
@@ -160,12 +166,21 @@ func TestEtcdKeyStore(t *testing.T) {
 	if _, err := reopened.Get(ctx, "ca-2"); err == nil {
 		t.Fatal("a sealed key moved to another ID opened")
 	}
-	before, _ := client.Get(ctx, "/", clientv3WithPrefix()...)
-	other, _ := signing.NewKEK()
+	before, err := client.Get(ctx, "/", clientv3WithPrefix()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := signing.NewKEK()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := signing.NewEtcdKeyStore(ctx, client, "/p", other); err == nil || !strings.Contains(err.Error(), "refusing to start") {
 		t.Fatalf("wrong KEK: %v", err)
 	}
-	after, _ := client.Get(ctx, "/", clientv3WithPrefix()...)
+	after, err := client.Get(ctx, "/", clientv3WithPrefix()...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if before.Header.Revision != after.Header.Revision {
 		t.Fatal("a wrong KEK wrote to etcd")
 	}
@@ -189,7 +204,10 @@ func TestFileCAPicksUpReplacedFilesAndChecksThem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		der, _ := x509.MarshalPKCS8PrivateKey(key)
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -211,8 +229,14 @@ func TestFileCAPicksUpReplacedFilesAndChecksThem(t *testing.T) {
 		t.Fatalf("replaced files not picked up: %v", err)
 	}
 	// A key that does not match the certificate is refused.
-	otherKey, _ := signing.GenerateKey(signing.ECDSAP256)
-	der, _ := x509.MarshalPKCS8PrivateKey(otherKey)
+	otherKey, err := signing.GenerateKey(signing.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -199,8 +199,11 @@ func TestEtcdKeyStoreHoldsCiphertextOnlyAndRefusesAWrongKEK(t *testing.T) {
 			t.Fatalf("etcd key %s holds a PEM private key", kv.Key)
 		}
 	}
-	cas, _ := client.RotationV1alpha1().CertificateAuthorities().List(ctx, metav1.ListOptions{})
-	if data, _ := json.Marshal(cas); bytes.Contains(data, []byte("PRIVATE KEY")) {
+	cas, err := client.RotationV1alpha1().CertificateAuthorities().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := json.Marshal(cas); err != nil || bytes.Contains(data, []byte("PRIVATE KEY")) {
 		t.Fatal("a CertificateAuthority object holds a private key")
 	}
 	if strings.Contains(srv.Log(), "PRIVATE KEY") {

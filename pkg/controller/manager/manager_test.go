@@ -18,7 +18,10 @@ func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
 		Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{
 			{Type: certv1alpha1.CertificateApproved, Status: "True"}}},
 	}
-	out, _ := TrimForCache(pending)
+	out, err := TrimForCache(pending)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := out.(*certv1alpha1.CertificateSigningRequest)
 	if got.ManagedFields != nil {
 		t.Error("managed fields kept")
@@ -28,7 +31,10 @@ func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
 	}
 	issued := pending.DeepCopy()
 	issued.Status.Certificate = []byte("cert")
-	out, _ = TrimForCache(issued)
+	out, err = TrimForCache(issued)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got = out.(*certv1alpha1.CertificateSigningRequest)
 	if got.Spec.Request != nil || string(got.Status.Certificate) != "cert" {
 		t.Errorf("issued request: request %q, certificate %q", got.Spec.Request, got.Status.Certificate)
