@@ -4,12 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"rekey.io/rekey/pkg/signing"
-	"rekey.io/rekey/pkg/standalone"
+	"rekey.io/rekey/test/etcdtest"
 )
 
 // TestEtcdKeyStoreRefusesIDsOutsideItsPrefix: "../kek-check" once reached the
@@ -17,16 +14,7 @@ import (
 // quoted the plaintext.
 func TestEtcdKeyStoreRefusesIDsOutsideItsPrefix(t *testing.T) {
 	ctx := context.Background()
-	e, err := standalone.StartEtcd(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	client, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
+	client := etcdtest.Start(t)
 	kek, err := signing.NewKEK()
 	if err != nil {
 		t.Fatal(err)

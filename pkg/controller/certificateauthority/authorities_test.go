@@ -2,10 +2,8 @@ package certificateauthority
 
 import (
 	"context"
-	"crypto"
 	"crypto/x509"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,41 +16,8 @@ import (
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/pkg/signing/signingtest"
 )
-
-// memoryKeys is a KeyStore in memory.
-type memoryKeys struct {
-	mu   sync.Mutex
-	keys map[string]crypto.Signer
-}
-
-func (m *memoryKeys) GetOrCreate(_ context.Context, id string, alg signing.Algorithm) (crypto.Signer, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if k, ok := m.keys[id]; ok {
-		return k, false, nil
-	}
-	k, err := signing.GenerateKey(alg)
-	if err != nil {
-		return nil, false, err
-	}
-	m.keys[id] = k
-	return k, true, nil
-}
-
-func (m *memoryKeys) Get(_ context.Context, id string) (crypto.Signer, error) {
-	if err := signing.ValidateKeyID(id); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if k, ok := m.keys[id]; ok {
-		return k, nil
-	}
-	return nil, signing.ErrNotFound
-}
-
-func (m *memoryKeys) Delete(_ context.Context, id string) error { return nil }
 
 func newCA(name, uid string) *rotationv1alpha1.CertificateAuthority {
 	return &rotationv1alpha1.CertificateAuthority{
@@ -81,7 +46,7 @@ func bindCA(t *testing.T, c *Controller, ca *rotationv1alpha1.CertificateAuthori
 // (as a status write once could) still signs with its own.
 func TestStatusDoesNotChooseTheKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	keys := &memoryKeys{keys: map[string]crypto.Signer{}}
+	keys := signingtest.NewMemoryKeys()
 	authorities := NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
 	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
 
@@ -101,7 +66,7 @@ func TestStatusDoesNotChooseTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusterKey := keys.keys[KeyIDFor(cluster, 1)]
+	clusterKey := keys.Keys[KeyIDFor(cluster, 1)]
 	if signing.PublicKeysEqual(got.Signer.Public(), clusterKey.Public()) || got.KeyID == KeyIDFor(cluster, 1) {
 		t.Fatal("team-ca signs with the cluster client CA's key")
 	}
@@ -114,7 +79,7 @@ func TestStatusDoesNotChooseTheKey(t *testing.T) {
 // name is not bound to the old object's key.
 func TestRecreatedCAGetsNoOldKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	keys := &memoryKeys{keys: map[string]crypto.Signer{}}
+	keys := signingtest.NewMemoryKeys()
 	authorities := NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
 	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
 	old := newCA("ca", "11111111-old")

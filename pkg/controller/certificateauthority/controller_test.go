@@ -19,6 +19,7 @@ import (
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/pkg/signing/signingtest"
 )
 
 // failingKeys is a key store that is down.
@@ -60,7 +61,7 @@ func statusUpdate(t *testing.T, client *fake.Clientset) *rotationv1alpha1.Certif
 
 func TestHandleBindsAndPublishes(t *testing.T) {
 	ca := newCA("team-ca", "0123456789")
-	c, client, bindings := newTestController(t, ca, &memoryKeys{keys: map[string]crypto.Signer{}})
+	c, client, bindings := newTestController(t, ca, signingtest.NewMemoryKeys())
 	if _, err := c.Handle(context.Background(), ca); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestHandleReportsAnUnreachableKeyStore(t *testing.T) {
 // TestHandleAdoptsItsOwnPublishedCertificate: a CA that published a
 // certificate before bindings existed keeps it, but only if the key made it.
 func TestHandleAdoptsItsOwnPublishedCertificate(t *testing.T) {
-	keys := &memoryKeys{keys: map[string]crypto.Signer{}}
+	keys := signingtest.NewMemoryKeys()
 	ca := newCA("old-ca", "0123456789")
 	key, _, err := keys.GetOrCreate(context.Background(), KeyIDFor(ca, 1), signing.ECDSAP256)
 	if err != nil {

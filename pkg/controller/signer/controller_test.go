@@ -2,7 +2,6 @@ package signer
 
 import (
 	"context"
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -28,6 +27,7 @@ import (
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/pkg/signing/signingtest"
 	"rekey.io/rekey/test/fixtures"
 )
 
@@ -49,25 +49,6 @@ func (r *memoryRecorder) Record(_ context.Context, rec issuance.Record) error {
 	return nil
 }
 
-// memoryKeys is a KeyStore in memory.
-type memoryKeys struct{ keys map[string]crypto.Signer }
-
-func (m *memoryKeys) GetOrCreate(_ context.Context, id string, alg signing.Algorithm) (crypto.Signer, bool, error) {
-	if k, ok := m.keys[id]; ok {
-		return k, false, nil
-	}
-	k, err := signing.GenerateKey(alg)
-	m.keys[id] = k
-	return k, true, err
-}
-func (m *memoryKeys) Get(_ context.Context, id string) (crypto.Signer, error) {
-	if k, ok := m.keys[id]; ok {
-		return k, nil
-	}
-	return nil, signing.ErrNotFound
-}
-func (m *memoryKeys) Delete(context.Context, string) error { return nil }
-
 // fixture is a signer controller with one CA ("team-ca") bound to a key,
 // and one Signer for example.com/team with the given policy.
 type fixture struct {
@@ -82,7 +63,7 @@ func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture
 	ctx := context.Background()
 	caIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	signerIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	keys := &memoryKeys{keys: map[string]crypto.Signer{}}
+	keys := signingtest.NewMemoryKeys()
 	bindings := cabinding.NewMemoryStore()
 	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", UID: types.UID("0123456789")},
 		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}}}
