@@ -159,8 +159,10 @@ func eventually(t *testing.T, f func() error) {
 func stays(t *testing.T, window time.Duration, cond func(context.Context) error) {
 	t.Helper()
 	var broken error
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, window, true, func(ctx context.Context) (bool, error) {
-		broken = cond(ctx)
+	// The checks get their own context: the poll's ends with the window,
+	// and a request cut off by it would look like a broken condition.
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, window, true, func(context.Context) (bool, error) {
+		broken = cond(context.Background())
 		return broken != nil, nil
 	})
 	if broken != nil {

@@ -207,7 +207,8 @@ func TestDeniedRequestIsNeverSigned(t *testing.T) {
 	waitForCertificate(t, client, "witness")
 	// Checked throughout a window, failing at the first sign of action.
 	var broken error
-	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+	// The checks use the test's context: the poll's ends with the window.
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
 		got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "denied", metav1.GetOptions{})
 		switch {
 		case err != nil:
