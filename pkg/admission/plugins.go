@@ -4,6 +4,7 @@ package admission
 import (
 	"k8s.io/apiserver/pkg/admission"
 
+	"rekey.io/rekey/pkg/admission/carotation"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
@@ -16,6 +17,7 @@ var PluginNames = []string{
 	signerapproval.PluginName,
 	signersigning.PluginName,
 	signerbinding.PluginName,
+	carotation.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -24,4 +26,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	signerapproval.Register(plugins)
 	signersigning.Register(plugins)
 	signerbinding.Register(plugins)
+	carotation.Register(plugins)
 }

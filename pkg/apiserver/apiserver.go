@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"rekey.io/rekey/pkg/admission/rekeyinit"
 	"rekey.io/rekey/pkg/apis/certificates"
 	certinstall "rekey.io/rekey/pkg/apis/certificates/install"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -71,6 +72,10 @@ type ExtraConfig struct {
 	KeyStores KeyStoresConfig
 	// Controllers configures the controllers that run on the leader.
 	Controllers manager.Options
+
+	// CertificateAuthorities is the getter the admission plugins were given;
+	// New binds it to the storage it makes.
+	CertificateAuthorities *rekeyinit.LateGetter
 
 	// PostStartHooks are extra hooks by name (standalone mode writes its
 	// admin kubeconfig in one).
@@ -200,13 +205,17 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 
 	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	cas, casStatus, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStores.Allowed)
+	cas, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStores.Allowed, c.ExtraConfig.Clock)
 	if err != nil {
 		return fmt.Errorf("creating certificateauthorities storage: %w", err)
 	}
+	if c.ExtraConfig.CertificateAuthorities != nil {
+		c.ExtraConfig.CertificateAuthorities.Bind(cas.CertificateAuthority)
+	}
 	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"certificateauthorities":        cas,
-		"certificateauthorities/status": casStatus,
+		"certificateauthorities":        cas.CertificateAuthority,
+		"certificateauthorities/status": cas.Status,
+		"certificateauthorities/rotate": cas.Rotate,
 	}
 	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)

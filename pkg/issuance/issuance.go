@@ -16,10 +16,13 @@ import (
 
 // Record is one issued certificate.
 type Record struct {
-	Serial     string    `json:"serial"`
-	CSRName    string    `json:"csrName"`
-	CSRUID     string    `json:"csrUID"`
-	Requester  string    `json:"requester"`
+	Serial    string `json:"serial"`
+	CSRName   string `json:"csrName"`
+	CSRUID    string `json:"csrUID"`
+	Requester string `json:"requester"`
+	// Subject is the certificate's subject (RFC 2253): with Requester, it
+	// says whether a certificate of the previous CA was renewed.
+	Subject    string    `json:"subject,omitempty"`
 	SignerName string    `json:"signerName"`
 	CAName     string    `json:"caName"`
 	CAKeyID    string    `json:"caKeyID"`

@@ -27,6 +27,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{})
 	return nil
 }

@@ -88,6 +88,38 @@ type CertificateAuthorityStatus struct {
 	Previous                    *CACertificate
 	TrustBundle                 string
 	Conditions                  []metav1.Condition
+	PendingRenewal              int32
+	PendingRenewals             []PendingRenewal
+}
+
+// PendingRenewal is a certificate signed by the previous CA that has not
+// been renewed.
+type PendingRenewal struct {
+	Requester    string
+	Subject      string
+	CSRName      string
+	SerialNumber string
+	NotAfter     metav1.Time
+}
+
+// RotationAction is Start or Complete.
+type RotationAction string
+
+// Rotation actions.
+const (
+	RotationStart    RotationAction = "Start"
+	RotationComplete RotationAction = "Complete"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Rotation starts or completes a rotation through the rotate subresource.
+type Rotation struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Action RotationAction
+	Force  bool
 }
 
 // CACertificate describes one CA certificate.

@@ -57,10 +57,16 @@ func (o *AuthorizationRateOptions) Validate() []error {
 	return nil
 }
 
-// ApplyTo makes the delegated authorizer (when there is one) use the rate.
-func (o *AuthorizationRateOptions) ApplyTo(ro *genericoptions.RecommendedOptions) {
+// ApplyTo makes the delegated authorizer (when there is one) use the rate,
+// and hands rekey's plugins what they read (initializers).
+func (o *AuthorizationRateOptions) ApplyTo(ro *genericoptions.RecommendedOptions, initializers ...admission.PluginInitializer) {
+	install := func(*genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) { return nil, nil }
 	if ro.Authorization != nil {
-		ro.ExtraAdmissionInitializers = installDelegatedAuthorizer(ro.Authorization, o.QPS, o.Burst)
+		install = installDelegatedAuthorizer(ro.Authorization, o.QPS, o.Burst)
+	}
+	ro.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		extra, err := install(c)
+		return append(extra, initializers...), err
 	}
 }
 

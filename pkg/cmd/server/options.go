@@ -25,6 +25,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	rekeyadmission "rekey.io/rekey/pkg/admission"
+	"rekey.io/rekey/pkg/admission/rekeyinit"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
@@ -167,15 +168,20 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
 	}
 
-	o.AuthorizationRate.ApplyTo(ro)
+	// Plugins that read CertificateAuthorities get them from storage, which
+	// the server makes later: the getter is bound then.
+	cas := &rekeyinit.LateGetter{}
+	initializer := rekeyinit.Initializer{CertificateAuthorities: cas}
+	o.AuthorizationRate.ApplyTo(ro, initializer)
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}
 	cfg := &apiserver.Config{GenericConfig: genericConfig}
+	cfg.ExtraConfig.CertificateAuthorities = cas
 	cfg.ExtraConfig.Etcd.Transport = ro.Etcd.StorageConfig.Transport
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
 	o.KeyStores.ApplyTo(&cfg.ExtraConfig)
-	if err := o.Standalone.ApplyTo(genericConfig, &cfg.ExtraConfig, ro.SecureServing); err != nil {
+	if err := o.Standalone.ApplyTo(genericConfig, &cfg.ExtraConfig, ro.SecureServing, initializer); err != nil {
 		return nil, err
 	}
 	// The controllers authenticate with a token only this process knows,

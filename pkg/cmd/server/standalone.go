@@ -111,7 +111,7 @@ func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys
 // ApplyTo installs the built-in authorizer and rekey's admission plugins,
 // which RecommendedOptions cannot build without a cluster, the embedded
 // etcd, and the hook that writes the admin kubeconfig.
-func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra *apiserver.ExtraConfig, serving *genericoptions.SecureServingOptionsWithLoopback) error {
+func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra *apiserver.ExtraConfig, serving *genericoptions.SecureServingOptionsWithLoopback, initializers ...admission.PluginInitializer) error {
 	if !o.Enabled {
 		return nil
 	}
@@ -121,7 +121,8 @@ func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra
 	plugins := admission.NewPlugins()
 	rekeyadmission.RegisterAll(plugins)
 	initializer := genericadmissioninit.New(nil, nil, nil, authz, c.FeatureGate, c.EffectiveVersion, c.DrainedNotify(), nil)
-	chain, err := plugins.NewFromPlugins(rekeyadmission.PluginNames, emptyConfig{}, initializer, admission.Decorators{})
+	all := append(admission.PluginInitializers{initializer}, initializers...)
+	chain, err := plugins.NewFromPlugins(rekeyadmission.PluginNames, emptyConfig{}, all, admission.Decorators{})
 	if err != nil {
 		return fmt.Errorf("building admission chain: %w", err)
 	}

@@ -91,6 +91,11 @@ func (a *Authorities) Get(ctx context.Context, name string) (*Authority, error) 
 	if ca.Spec.KeyStore.Type == rotationv1alpha1.KeyStoreFile {
 		return a.fromFiles(ca)
 	}
+	// Between Start and the new key's publication nothing signs: not the
+	// old key, which is being rotated out, and not yet the new one.
+	if ca.Status.Phase == rotationv1alpha1.PhasePreparing {
+		return nil, fmt.Errorf("CertificateAuthority %q is making its new key (rotation Preparing); signing resumes with it", name)
+	}
 	// The status fingerprint only says when to look at the binding again
 	// (after a rotation, on another replica): what is signed with always
 	// comes from the binding.
@@ -119,6 +124,13 @@ func (a *Authorities) Get(ctx context.Context, name string) (*Authority, error) 
 	a.cache[name] = auth
 	a.mu.Unlock()
 	return auth, nil
+}
+
+// Forget drops a CA from the cache, after its binding changed.
+func (a *Authorities) Forget(name string) {
+	a.mu.Lock()
+	delete(a.cache, name)
+	a.mu.Unlock()
 }
 
 func (a *Authorities) load(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding) (*Authority, error) {

@@ -39,16 +39,20 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	authorities *Authorities
 	clock       clock.PassiveClock
+	// records lists what each CA issued, to count who has not renewed
+	// during a rotation.
+	records Records
 }
 
 // NewController wires the controller to an informer.
-func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, clk clock.PassiveClock) *Controller {
+func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, records Records, clk clock.PassiveClock) *Controller {
 	c := &Controller{
 		client:      client,
 		lister:      informer.Lister(),
 		synced:      informer.Informer().HasSynced,
 		queue:       runner.NewQueue[string]("certificateauthority"),
 		authorities: authorities,
+		records:     records,
 		clock:       clk,
 	}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -121,18 +125,23 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			// proved the store reachable): check it is still there.
 			err = c.reachable(ctx, ca, b.KeyID)
 		}
+		if err == nil {
+			b, err = c.rotate(ctx, ca, b, status)
+		}
 		if err != nil {
 			c.notReady(status, "KeyStoreUnavailable", err.Error())
 			recheck = 10 * time.Second
 			break
 		}
-		cert, err := x509.ParseCertificate(b.Certificate)
-		if err != nil {
-			return 0, fmt.Errorf("the bound certificate of CertificateAuthority %s does not parse: %w", name, err)
+		if err := publish(status, b); err != nil {
+			return 0, fmt.Errorf("CertificateAuthority %s: %w", name, err)
 		}
-		if status.Current == nil || status.Current.Fingerprint != signing.Fingerprint(cert) || status.Current.KeyID != b.KeyID {
-			status.Current = describe(cert, b.KeyID)
-			status.TrustBundle = status.Current.Certificate
+		if status.Phase == rotationv1alpha1.PhasePrepared {
+			if err := c.countPending(ctx, ca, b, status); err != nil {
+				return 0, err
+			}
+			// Renewals keep coming: count again while the rotation waits.
+			recheck = pendingRecount
 		}
 		c.ready(status)
 	}

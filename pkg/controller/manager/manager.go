@@ -132,8 +132,8 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	signerInformer := factory.Certificates().V1alpha1().Signers()
 
 	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
-	caController := certificateauthority.NewController(client, caInformer, authorities, clk)
 	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
+	caController := certificateauthority.NewController(client, caInformer, authorities, recorder, clk)
 	signerController := signer.NewController(client, csrInformer, signerInformer, caInformer, authorities, recorder, clk)
 	approverController := approver.NewController(client, csrInformer, signerInformer, opts.Authorizer, clk)
 	cleanerController := cleaner.NewController(client, csrInformer.Lister(), clk, opts.CleanerInterval)

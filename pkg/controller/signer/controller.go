@@ -194,7 +194,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 		return err
 	}
 	if err := c.recorder.Record(ctx, issuance.Record{
-		Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username,
+		Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username, Subject: cert.Subject.String(),
 		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
 	}); err != nil {
 		signingErrors.WithLabelValues(signerName, "record").Inc()

@@ -72,6 +72,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.FileKeyStoreApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("KeyStore"):
 		return &applyconfigurationrotationv1alpha1.KeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("PendingRenewal"):
+		return &applyconfigurationrotationv1alpha1.PendingRenewalApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("PKCS11KeyStore"):
 		return &applyconfigurationrotationv1alpha1.PKCS11KeyStoreApplyConfiguration{}
 

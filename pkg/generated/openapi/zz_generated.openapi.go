@@ -111,6 +111,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
 		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
 		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
+		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
+		rotationv1alpha1.Rotation{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
 	}
 }
 
@@ -3827,11 +3829,36 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.Ref
 							},
 						},
 					},
+					"pendingRenewal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pendingRenewal counts the certificates signed by previous that are still valid and whose requester has not had the same subject certified by current since the rotation started (from the issuance records). Complete is refused while it is above zero, unless forced.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pendingRenewals": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "pendingRenewals lists the first of them (at most 20), oldest first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.PendingRenewal{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName()},
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName(), rotationv1alpha1.PendingRenewal{}.OpenAPIModelName()},
 	}
 }
 
@@ -3935,5 +3962,111 @@ func schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref common.ReferenceCallba
 				Required: []string{"modulePath", "tokenLabel", "pinFile"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PendingRenewal is a certificate signed by the previous CA that has not been renewed.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requester": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requester is the user who requested the certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"subject": {
+						SchemaProps: spec.SchemaProps{
+							Description: "subject is the certificate's subject.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"csrName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "csrName is the CertificateSigningRequest it was issued for.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"serialNumber": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serialNumber is the certificate's serial number in hex.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"notAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "notAfter is the end of its validity.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"requester", "subject", "csrName", "serialNumber", "notAfter"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_Rotation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Rotation is posted to a CertificateAuthority's rotate subresource to start or complete a two-phase rotation. The answer is the CertificateAuthority as it then stands.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "action is Start or Complete.\n\nPossible enum values:\n - `\"Complete\"` stops trusting the old CA and destroys its key.\n - `\"Start\"` makes a new CA key and certificate, trusted beside the old one; new certificates are signed by the new CA.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Complete", "Start"},
+						},
+					},
+					"force": {
+						SchemaProps: spec.SchemaProps{
+							Description: "force completes although certificates signed by the previous CA are still valid and not renewed (status.pendingRenewal above zero); they stop verifying. Only with Complete.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"action"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }

@@ -32,7 +32,31 @@ type Binding struct {
 	KeyID string `json:"keyID"`
 	// Certificate is the DER of the CA certificate for that key.
 	Certificate []byte `json:"certificate"`
+	// Generation counts the CA's keys: 1 for the first, one more for each
+	// rotation (0 in bindings written before rotation existed means 1).
+	Generation int `json:"generation,omitempty"`
+	// Previous is the key being rotated out: set when a rotation makes the
+	// new key, cleared once the old key is destroyed. Nothing signs with it.
+	Previous *Key `json:"previous,omitempty"`
 }
+
+// Key is a key ID and its CA certificate.
+type Key struct {
+	KeyID       string `json:"keyID"`
+	Certificate []byte `json:"certificate"`
+}
+
+// Gen returns the generation, counting an unset one as 1.
+func (b *Binding) Gen() int {
+	if b.Generation < 1 {
+		return 1
+	}
+	return b.Generation
+}
+
+// ErrConflict is returned by Replace when the stored binding is not the
+// expected one.
+var ErrConflict = errors.New("the CA key binding changed meanwhile")
 
 // Store keeps bindings.
 type Store interface {
@@ -42,6 +66,10 @@ type Store interface {
 	// and returns the binding in force: after a crash between two steps,
 	// the first binding made wins and no CA ends up with two.
 	Create(ctx context.Context, b *Binding) (*Binding, error)
+	// Replace stores next if the stored binding is still expected (a
+	// compare-and-swap), else returns ErrConflict: each rotation step
+	// happens once even if two writers race or one retries after a crash.
+	Replace(ctx context.Context, expected, next *Binding) error
 }
 
 func validate(b *Binding) error {
@@ -51,7 +79,18 @@ func validate(b *Binding) error {
 	if strings.Contains(b.CAName, "/") {
 		return fmt.Errorf("invalid CertificateAuthority name %q", b.CAName)
 	}
+	if b.Previous != nil {
+		if err := signing.ValidateKeyID(b.Previous.KeyID); err != nil {
+			return err
+		}
+	}
 	return signing.ValidateKeyID(b.KeyID)
+}
+
+func same(a, b *Binding) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // EtcdStore keeps bindings under <prefix>/cabindings/<CA name>.
@@ -135,6 +174,43 @@ func (s *EtcdStore) Create(ctx context.Context, b *Binding) (*Binding, error) {
 	return nil, fmt.Errorf("storing the key binding of CertificateAuthority %s: too many concurrent writers", b.CAName)
 }
 
+// Replace implements Store.
+func (s *EtcdStore) Replace(ctx context.Context, expected, next *Binding) error {
+	if err := validate(next); err != nil {
+		return err
+	}
+	data, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	key := s.key(expected.CAName)
+	cur, err := s.client.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading the key binding of CertificateAuthority %s: %w", expected.CAName, err)
+	}
+	if len(cur.Kvs) == 0 {
+		return ErrConflict
+	}
+	stored, err := decode(expected.CAName, cur.Kvs[0].Value)
+	if err != nil {
+		return err
+	}
+	if !same(stored, expected) {
+		return ErrConflict
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("storing the key binding of CertificateAuthority %s: %w", expected.CAName, err)
+	}
+	if !resp.Succeeded {
+		return ErrConflict
+	}
+	return nil
+}
+
 // MemoryStore is a Store in memory, for tests.
 type MemoryStore struct {
 	mu       sync.Mutex
@@ -153,6 +229,21 @@ func (m *MemoryStore) Get(_ context.Context, caName string) (*Binding, error) {
 		return nil, ErrNotFound
 	}
 	return &b, nil
+}
+
+// Replace implements Store.
+func (m *MemoryStore) Replace(_ context.Context, expected, next *Binding) error {
+	if err := validate(next); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.bindings[expected.CAName]
+	if !ok || !same(&cur, expected) {
+		return ErrConflict
+	}
+	m.bindings[expected.CAName] = *next
+	return nil
 }
 
 // Create implements Store.

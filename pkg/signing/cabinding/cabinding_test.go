@@ -68,3 +68,33 @@ func TestCorruptBindingIsAnError(t *testing.T) {
 		t.Fatal("a binding stored under another CA's name was accepted")
 	}
 }
+
+// TestReplaceIsACompareAndSwap: a rotation step applies once; a writer
+// holding an old view gets ErrConflict.
+func TestReplaceIsACompareAndSwap(t *testing.T) {
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			first, err := s.Create(ctx, &Binding{CAName: "ca", CAUID: "u", KeyID: "ca-u-1", Certificate: []byte{1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rotated := &Binding{CAName: "ca", CAUID: "u", KeyID: "ca-u-2", Certificate: []byte{2}, Generation: 2,
+				Previous: &Key{KeyID: "ca-u-1", Certificate: []byte{1}}}
+			if err := s.Replace(ctx, first, rotated); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Replace(ctx, first, &Binding{CAName: "ca", CAUID: "u", KeyID: "ca-u-3", Certificate: []byte{3}}); !errors.Is(err, ErrConflict) {
+				t.Fatalf("a stale Replace: %v, want ErrConflict", err)
+			}
+			got, err := s.Get(ctx, "ca")
+			if err != nil || got.KeyID != "ca-u-2" || got.Gen() != 2 || got.Previous == nil || got.Previous.KeyID != "ca-u-1" {
+				t.Fatalf("stored %+v %v", got, err)
+			}
+			if err := s.Replace(ctx, got, &Binding{CAName: "ca", CAUID: "u", KeyID: "ca-u-2", Certificate: []byte{2}, Generation: 2,
+				Previous: &Key{KeyID: "../kek-check", Certificate: []byte{1}}}); err == nil {
+				t.Fatal("a previous key ID leaving the prefix was stored")
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // +genclient
 // +genclient:nonNamespaced
+// +genclient:method=Rotate,verb=create,subresource=rotate,input=Rotation,result=CertificateAuthority
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // CertificateAuthority is a CA whose private key rekey keeps in a key store
@@ -161,6 +162,66 @@ type CertificateAuthorityStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,10,rep,name=conditions"`
+
+	// pendingRenewal counts the certificates signed by previous that are
+	// still valid and whose requester has not had the same subject
+	// certified by current since the rotation started (from the issuance
+	// records). Complete is refused while it is above zero, unless forced.
+	// +optional
+	PendingRenewal int32 `json:"pendingRenewal,omitempty" protobuf:"varint,11,opt,name=pendingRenewal"`
+
+	// pendingRenewals lists the first of them (at most 20), oldest first.
+	// +listType=atomic
+	// +optional
+	PendingRenewals []PendingRenewal `json:"pendingRenewals,omitempty" protobuf:"bytes,12,rep,name=pendingRenewals"`
+}
+
+// PendingRenewal is a certificate signed by the previous CA that has not
+// been renewed.
+type PendingRenewal struct {
+	// requester is the user who requested the certificate.
+	Requester string `json:"requester" protobuf:"bytes,1,opt,name=requester"`
+	// subject is the certificate's subject.
+	Subject string `json:"subject" protobuf:"bytes,2,opt,name=subject"`
+	// csrName is the CertificateSigningRequest it was issued for.
+	CSRName string `json:"csrName" protobuf:"bytes,3,opt,name=csrName"`
+	// serialNumber is the certificate's serial number in hex.
+	SerialNumber string `json:"serialNumber" protobuf:"bytes,4,opt,name=serialNumber"`
+	// notAfter is the end of its validity.
+	NotAfter metav1.Time `json:"notAfter" protobuf:"bytes,5,opt,name=notAfter"`
+}
+
+// RotationAction is what a Rotation asks for: Start or Complete.
+// +enum
+type RotationAction string
+
+// Rotation actions.
+const (
+	// RotationStart makes a new CA key and certificate, trusted beside the
+	// old one; new certificates are signed by the new CA.
+	RotationStart RotationAction = "Start"
+	// RotationComplete stops trusting the old CA and destroys its key.
+	RotationComplete RotationAction = "Complete"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Rotation is posted to a CertificateAuthority's rotate subresource to
+// start or complete a two-phase rotation. The answer is the
+// CertificateAuthority as it then stands.
+type Rotation struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// action is Start or Complete.
+	Action RotationAction `json:"action" protobuf:"bytes,2,opt,name=action,casttype=RotationAction"`
+
+	// force completes although certificates signed by the previous CA are
+	// still valid and not renewed (status.pendingRenewal above zero); they
+	// stop verifying. Only with Complete.
+	// +optional
+	Force bool `json:"force,omitempty" protobuf:"varint,3,opt,name=force"`
 }
 
 // CACertificate describes one CA certificate.

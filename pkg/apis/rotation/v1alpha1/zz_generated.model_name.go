@@ -60,3 +60,13 @@ func (in KeyStore) OpenAPIModelName() string {
 func (in PKCS11KeyStore) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.PKCS11KeyStore"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PendingRenewal) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.PendingRenewal"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Rotation) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.Rotation"
+}

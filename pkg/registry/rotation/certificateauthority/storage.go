@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/registry"
@@ -37,9 +38,16 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 	},
 }
 
-// NewStorage returns the main and /status storage. A new CA may name only
-// the PKCS#11 modules and key-store files the server allows.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, allowed keystorepaths.Allowed) (*registry.REST, *registry.SubresourceREST, error) {
+// Storage holds the main resource and its subresources.
+type Storage struct {
+	CertificateAuthority *registry.REST
+	Status               *registry.SubresourceREST
+	Rotate               *RotateREST
+}
+
+// NewStorage returns the main, /status and /rotate storage. A new CA may
+// name only the PKCS#11 modules and key-store files the server allows.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, allowed keystorepaths.Allowed, clk clock.PassiveClock) (*Storage, error) {
 	strategy := NewStrategy(scheme, allowed)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &rotation.CertificateAuthority{} },
@@ -53,7 +61,11 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, al
 		TableConvertor:            table,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return registry.NewREST(store, "rca"), registry.NewSubresourceREST(store, NewStatusStrategy(strategy)), nil
+	return &Storage{
+		CertificateAuthority: registry.NewREST(store, "rca"),
+		Status:               registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
+		Rotate:               NewRotateREST(store, strategy, clk),
+	}, nil
 }

@@ -88,6 +88,12 @@ func ExtractCertificateAuthority(certificateAuthority *rotationv1alpha1.Certific
 	return ExtractCertificateAuthorityFrom(certificateAuthority, fieldManager, "")
 }
 
+// ExtractCertificateAuthorityRotate extracts the applied configuration owned by fieldManager from
+// certificateAuthority for the rotate subresource.
+func ExtractCertificateAuthorityRotate(certificateAuthority *rotationv1alpha1.CertificateAuthority, fieldManager string) (*CertificateAuthorityApplyConfiguration, error) {
+	return ExtractCertificateAuthorityFrom(certificateAuthority, fieldManager, "rotate")
+}
+
 // ExtractCertificateAuthorityStatus extracts the applied configuration owned by fieldManager from
 // certificateAuthority for the status subresource.
 func ExtractCertificateAuthorityStatus(certificateAuthority *rotationv1alpha1.CertificateAuthority, fieldManager string) (*CertificateAuthorityApplyConfiguration, error) {

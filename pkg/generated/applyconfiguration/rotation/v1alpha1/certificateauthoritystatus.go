@@ -49,6 +49,13 @@ type CertificateAuthorityStatusApplyConfiguration struct {
 	TrustBundle *string `json:"trustBundle,omitempty"`
 	// conditions: Ready is True when the key can be reached and the CA signs.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// pendingRenewal counts the certificates signed by previous that are
+	// still valid and whose requester has not had the same subject
+	// certified by current since the rotation started (from the issuance
+	// records). Complete is refused while it is above zero, unless forced.
+	PendingRenewal *int32 `json:"pendingRenewal,omitempty"`
+	// pendingRenewals lists the first of them (at most 20), oldest first.
+	PendingRenewals []PendingRenewalApplyConfiguration `json:"pendingRenewals,omitempty"`
 }
 
 // CertificateAuthorityStatusApplyConfiguration constructs a declarative configuration of the CertificateAuthorityStatus type for use with
@@ -138,6 +145,27 @@ func (b *CertificateAuthorityStatusApplyConfiguration) WithConditions(values ...
 			panic("nil value passed to WithConditions")
 		}
 		b.Conditions = append(b.Conditions, *values[i])
+	}
+	return b
+}
+
+// WithPendingRenewal sets the PendingRenewal field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PendingRenewal field is set to the value of the last call.
+func (b *CertificateAuthorityStatusApplyConfiguration) WithPendingRenewal(value int32) *CertificateAuthorityStatusApplyConfiguration {
+	b.PendingRenewal = &value
+	return b
+}
+
+// WithPendingRenewals adds the given value to the PendingRenewals field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PendingRenewals field.
+func (b *CertificateAuthorityStatusApplyConfiguration) WithPendingRenewals(values ...*PendingRenewalApplyConfiguration) *CertificateAuthorityStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPendingRenewals")
+		}
+		b.PendingRenewals = append(b.PendingRenewals, *values[i])
 	}
 	return b
 }

@@ -51,6 +51,8 @@ type CertificateAuthorityInterface interface {
 	Apply(ctx context.Context, certificateAuthority *applyconfigurationrotationv1alpha1.CertificateAuthorityApplyConfiguration, opts v1.ApplyOptions) (result *rotationv1alpha1.CertificateAuthority, err error)
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, certificateAuthority *applyconfigurationrotationv1alpha1.CertificateAuthorityApplyConfiguration, opts v1.ApplyOptions) (result *rotationv1alpha1.CertificateAuthority, err error)
+	Rotate(ctx context.Context, certificateAuthorityName string, rotation *rotationv1alpha1.Rotation, opts v1.CreateOptions) (*rotationv1alpha1.CertificateAuthority, error)
+
 	CertificateAuthorityExpansion
 }
 
@@ -72,4 +74,19 @@ func newCertificateAuthorities(c *RotationV1alpha1Client) *certificateAuthoritie
 			gentype.PrefersProtobuf[*rotationv1alpha1.CertificateAuthority](),
 		),
 	}
+}
+
+// Rotate takes the representation of a rotation and creates it.  Returns the server's representation of the certificateAuthority, and an error, if there is any.
+func (c *certificateAuthorities) Rotate(ctx context.Context, certificateAuthorityName string, rotation *rotationv1alpha1.Rotation, opts v1.CreateOptions) (result *rotationv1alpha1.CertificateAuthority, err error) {
+	result = &rotationv1alpha1.CertificateAuthority{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Resource("certificateauthorities").
+		Name(certificateAuthorityName).
+		SubResource("rotate").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(rotation).
+		Do(ctx).
+		Into(result)
+	return
 }

@@ -19,7 +19,11 @@ limitations under the License.
 package fake
 
 import (
+	context "context"
+
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
+	testing "k8s.io/client-go/testing"
 	v1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/rotation/v1alpha1"
 	typedrotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1"
@@ -50,4 +54,15 @@ func newFakeCertificateAuthorities(fake *FakeRotationV1alpha1) typedrotationv1al
 		),
 		fake,
 	}
+}
+
+// Rotate takes the representation of a rotation and creates it.  Returns the server's representation of the certificateAuthority, and an error, if there is any.
+func (c *fakeCertificateAuthorities) Rotate(ctx context.Context, certificateAuthorityName string, rotation *v1alpha1.Rotation, opts v1.CreateOptions) (result *v1alpha1.CertificateAuthority, err error) {
+	emptyResult := &v1alpha1.CertificateAuthority{}
+	obj, err := c.Fake.
+		Invokes(testing.NewRootCreateSubresourceActionWithOptions(c.Resource(), certificateAuthorityName, "rotate", rotation, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.CertificateAuthority), err
 }

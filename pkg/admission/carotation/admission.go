@@ -1,0 +1,79 @@
+// Package carotation enforces the phases of a CertificateAuthority
+// rotation on its rotate subresource: Start only from "" or Completed,
+// Complete only from Prepared and, unless forced, only when every
+// certificate of the previous CA was renewed. A refused action is a 409
+// Conflict whose message names the current phase and what it allows.
+package carotation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/admission"
+
+	"rekey.io/rekey/pkg/admission/rekeyinit"
+	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/apis/rotation/validation"
+)
+
+// PluginName is the name to enable the plugin with.
+const PluginName = "CertificateAuthorityRotation"
+
+// Register adds the plugin to a plugin registry.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin checks rotations.
+type Plugin struct {
+	*admission.Handler
+	cas rekeyinit.CertificateAuthorityGetter
+}
+
+var (
+	_ admission.ValidationInterface         = &Plugin{}
+	_ rekeyinit.WantsCertificateAuthorities = &Plugin{}
+)
+
+// New returns a plugin that still needs a CertificateAuthority getter.
+func New() *Plugin { return &Plugin{Handler: admission.NewHandler(admission.Create)} }
+
+// SetCertificateAuthorities is called by the rekey initializer.
+func (p *Plugin) SetCertificateAuthorities(g rekeyinit.CertificateAuthorityGetter) { p.cas = g }
+
+// ValidateInitialization refuses to start without a getter.
+func (p *Plugin) ValidateInitialization() error {
+	if p.cas == nil {
+		return fmt.Errorf("%s admission plugin requires a CertificateAuthority getter", PluginName)
+	}
+	return nil
+}
+
+// Validate checks a Rotation posted to certificateauthorities/NAME/rotate.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != rotation.Resource("certificateauthorities") || a.GetSubresource() != "rotate" {
+		return nil
+	}
+	r, ok := a.GetObject().(*rotation.Rotation)
+	if !ok {
+		return admission.NewForbidden(a, fmt.Errorf("expected a Rotation, got %T", a.GetObject()))
+	}
+	if errs := validation.ValidateRotation(r); len(errs) > 0 {
+		return apierrors.NewInvalid(rotation.Kind("Rotation"), a.GetName(), errs)
+	}
+	ca, err := p.cas.Get(ctx, a.GetName())
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return err
+		}
+		return admission.NewForbidden(a, fmt.Errorf("reading CertificateAuthority %q: %w", a.GetName(), err))
+	}
+	if err := validation.CheckTransition(ca, r); err != nil {
+		return apierrors.NewConflict(rotation.Resource("certificateauthorities"), a.GetName(), err)
+	}
+	return nil
+}

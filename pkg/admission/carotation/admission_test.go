@@ -1,0 +1,87 @@
+package carotation
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+type getter map[string]*rotation.CertificateAuthority
+
+func (g getter) Get(_ context.Context, name string) (*rotation.CertificateAuthority, error) {
+	if ca, ok := g[name]; ok {
+		return ca, nil
+	}
+	return nil, apierrors.NewNotFound(rotation.Resource("certificateauthorities"), name)
+}
+
+func attrs(r *rotation.Rotation, name, subresource string) admission.Attributes {
+	return admission.NewAttributesRecord(r, nil, rotation.Kind("Rotation").WithVersion("v1alpha1"), "", name,
+		rotation.Resource("certificateauthorities").WithVersion("v1alpha1"), subresource, admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "op"})
+}
+
+// TestEveryPhaseAndAction: every (phase, action) pair, and force.
+func TestEveryPhaseAndAction(t *testing.T) {
+	phases := []rotation.RotationPhase{rotation.PhaseNone, rotation.PhasePreparing, rotation.PhasePrepared, rotation.PhaseCompleting, rotation.PhaseCompleted}
+	allowed := map[rotation.RotationAction]map[rotation.RotationPhase]bool{
+		rotation.RotationStart:    {rotation.PhaseNone: true, rotation.PhaseCompleted: true},
+		rotation.RotationComplete: {rotation.PhasePrepared: true},
+	}
+	for _, action := range []rotation.RotationAction{rotation.RotationStart, rotation.RotationComplete} {
+		for _, phase := range phases {
+			for _, pending := range []int32{0, 2} {
+				for _, force := range []bool{false, true} {
+					if force && action == rotation.RotationStart {
+						continue // refused as invalid, below
+					}
+					ca := &rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "ca"},
+						Spec:   rotation.CertificateAuthoritySpec{KeyStore: rotation.KeyStore{Type: rotation.KeyStoreEtcd}},
+						Status: rotation.CertificateAuthorityStatus{Phase: phase, PendingRenewal: pending}}
+					p := New()
+					p.SetCertificateAuthorities(getter{"ca": ca})
+					err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: action, Force: force}, "ca", "rotate"), nil)
+					want := allowed[action][phase] && (action == rotation.RotationStart || pending == 0 || force)
+					if want && err != nil {
+						t.Errorf("%s (force %v) in %q with %d pending refused: %v", action, force, phase, pending, err)
+					}
+					if !want && !apierrors.IsConflict(err) {
+						t.Errorf("%s (force %v) in %q with %d pending: %v, want 409 Conflict", action, force, phase, pending, err)
+					}
+					if !want && !allowed[action][phase] && phase != "" && !strings.Contains(err.Error(), "phase is "+string(phase)) {
+						t.Errorf("message %q does not name phase %s", err, phase)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestInvalidAndMissing(t *testing.T) {
+	p := New()
+	p.SetCertificateAuthorities(getter{})
+	if err := p.ValidateInitialization(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: "Restart"}, "ca", "rotate"), nil); !apierrors.IsInvalid(err) {
+		t.Errorf("unknown action: %v", err)
+	}
+	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: rotation.RotationStart, Force: true}, "ca", "rotate"), nil); !apierrors.IsInvalid(err) {
+		t.Errorf("forced Start: %v", err)
+	}
+	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: rotation.RotationStart}, "nope", "rotate"), nil); !apierrors.IsNotFound(err) {
+		t.Errorf("missing CA: %v", err)
+	}
+	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: "Restart"}, "ca", "status"), nil); err != nil {
+		t.Errorf("another subresource: %v", err)
+	}
+	if err := New().ValidateInitialization(); err == nil {
+		t.Error("initialized without a getter")
+	}
+}

@@ -1,0 +1,74 @@
+package validation
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+// ValidateRotation checks a Rotation request on its own: a known action,
+// and force only with Complete.
+func ValidateRotation(r *rotation.Rotation) field.ErrorList {
+	var allErrs field.ErrorList
+	switch r.Action {
+	case rotation.RotationStart:
+		if r.Force {
+			allErrs = append(allErrs, field.Invalid(field.NewPath("force"), true, "only Complete can be forced"))
+		}
+	case rotation.RotationComplete:
+	default:
+		allErrs = append(allErrs, field.NotSupported(field.NewPath("action"), r.Action, []string{string(rotation.RotationStart), string(rotation.RotationComplete)}))
+	}
+	return allErrs
+}
+
+// allowedIn says in which phases each action may run.
+var allowedIn = map[rotation.RotationAction][]rotation.RotationPhase{
+	rotation.RotationStart:    {rotation.PhaseNone, rotation.PhaseCompleted},
+	rotation.RotationComplete: {rotation.PhasePrepared},
+}
+
+// CheckTransition says whether a CertificateAuthority may take the
+// rotation's action now. The error names the current phase and where the
+// action is allowed, e.g. "cannot Complete: phase is Preparing; Complete
+// is allowed only in Prepared".
+func CheckTransition(ca *rotation.CertificateAuthority, r *rotation.Rotation) error {
+	if ca.Spec.KeyStore.Type == rotation.KeyStoreFile {
+		return fmt.Errorf("cannot %s: CertificateAuthority %q adopts its CA from files, which rekey does not write; "+
+			"replace the files (rekey signs with the new CA at once) or create a CertificateAuthority with an Etcd or PKCS11 key store", r.Action, ca.Name)
+	}
+	phase := ca.Status.Phase
+	allowed := allowedIn[r.Action]
+	ok := false
+	for _, p := range allowed {
+		ok = ok || p == phase
+	}
+	if !ok {
+		return fmt.Errorf("cannot %s: phase is %s; %s is allowed only in %s", r.Action, phaseName(phase), r.Action, phaseList(allowed))
+	}
+	if r.Action == rotation.RotationComplete && !r.Force && ca.Status.PendingRenewal > 0 {
+		return fmt.Errorf("cannot Complete: %d certificate(s) signed by the previous CA are still valid and were not renewed "+
+			"(kubectl rekey status %s lists them); they would stop verifying. Wait for them to renew, or complete with force", ca.Status.PendingRenewal, ca.Name)
+	}
+	return nil
+}
+
+func phaseName(p rotation.RotationPhase) string {
+	if p == rotation.PhaseNone {
+		return `"" (never rotated)`
+	}
+	return string(p)
+}
+
+func phaseList(phases []rotation.RotationPhase) string {
+	out := ""
+	for i, p := range phases {
+		if i > 0 {
+			out += " or "
+		}
+		out += phaseName(p)
+	}
+	return out
+}
