@@ -179,4 +179,3 @@ func (c *Controller) countPending(ctx context.Context, ca *rotationv1alpha1.Cert
 	}
 	return nil
 }
-
