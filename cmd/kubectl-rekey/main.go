@@ -1,5 +1,6 @@
 // Command kubectl-rekey is a kubectl plugin: put it on PATH and run
-// `kubectl rekey approve NAME` or `kubectl rekey deny NAME`.
+// `kubectl rekey approve|deny NAME`, `kubectl rekey rotate start|complete
+// NAME`, `kubectl rekey status NAME` or `kubectl rekey bundle NAME`.
 package main
 
 import (

@@ -29,5 +29,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	cmd.AddCommand(newDecisionCommand(decisionApprove, newClient, streams))
 	cmd.AddCommand(newDecisionCommand(decisionDeny, newClient, streams))
+	cmd.AddCommand(newRotateCommand(newClient, streams))
+	cmd.AddCommand(newStatusCommand(newClient, streams))
+	cmd.AddCommand(newBundleCommand(newClient, streams))
 	return cmd
 }

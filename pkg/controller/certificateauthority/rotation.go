@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/apis/rotation/validation"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -22,7 +23,7 @@ const (
 	// certificates again.
 	pendingRecount = 5 * time.Second
 	// maxPendingListed bounds status.pendingRenewals.
-	maxPendingListed = 20
+	maxPendingListed = validation.MaxPendingListed
 )
 
 // Records lists what a CA has issued.
@@ -43,6 +44,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 	now := metav1.NewTime(c.clock.Now())
 	switch ca.Status.Phase {
 	case rotationv1alpha1.PhasePreparing:
+		reached(ctx, StepPreparingStart)
 		if b.Previous == nil {
 			next, err := c.newGeneration(ctx, ca, b)
 			if err != nil {
@@ -50,6 +52,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 			}
 			b = next
 		}
+		reached(ctx, StepPreparingBound)
 		status.Phase = rotationv1alpha1.PhasePrepared
 		status.LastInitiationFinishedTime = &now
 		klog.FromContext(ctx).Info("CA rotation prepared: the new CA signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
@@ -61,6 +64,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 			}
 			b = next
 		}
+		reached(ctx, StepCompletingBindingDone)
 		status.Phase = rotationv1alpha1.PhaseCompleted
 		status.LastCompletionTime = &now
 		status.PendingRenewal, status.PendingRenewals = 0, nil
@@ -88,6 +92,7 @@ func (c *Controller) newGeneration(ctx context.Context, ca *rotationv1alpha1.Cer
 	if err != nil {
 		return nil, err
 	}
+	reached(ctx, StepPreparingKeyMade)
 	next := &cabinding.Binding{CAName: b.CAName, CAUID: b.CAUID, KeyID: keyID, Certificate: cert.Raw, Generation: gen,
 		Previous: &cabinding.Key{KeyID: b.KeyID, Certificate: b.Certificate}}
 	if err := c.authorities.Bindings.Replace(ctx, b, next); err != nil {
@@ -109,6 +114,7 @@ func (c *Controller) retirePrevious(ctx context.Context, ca *rotationv1alpha1.Ce
 	if err := store.Delete(ctx, b.Previous.KeyID); err != nil {
 		return nil, fmt.Errorf("destroying key %s: %w", b.Previous.KeyID, err)
 	}
+	reached(ctx, StepCompletingKeyDeleted)
 	next := *b
 	next.Previous = nil
 	if err := c.authorities.Bindings.Replace(ctx, b, &next); err != nil {

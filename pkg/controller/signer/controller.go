@@ -116,8 +116,9 @@ func (c *Controller) caChanged(oldObj, newObj any) {
 	}
 }
 
-// caSigningStateChanged: what the signer depends on is the CA's certificate
-// and its Ready condition.
+// caSigningStateChanged: what the signer depends on is the CA's
+// certificate, its Ready condition and its rotation phase (nothing signs
+// while a new key is being made).
 func caSigningStateChanged(old, cur *rotationv1alpha1.CertificateAuthority) bool {
 	fingerprint := func(ca *rotationv1alpha1.CertificateAuthority) string {
 		if ca.Status.Current == nil {
@@ -131,7 +132,7 @@ func caSigningStateChanged(old, cur *rotationv1alpha1.CertificateAuthority) bool
 		}
 		return ""
 	}
-	return fingerprint(old) != fingerprint(cur) || ready(old) != ready(cur)
+	return fingerprint(old) != fingerprint(cur) || ready(old) != ready(cur) || old.Status.Phase != cur.Status.Phase
 }
 
 // Run signs until ctx is done.

@@ -259,7 +259,9 @@ func TestCASigningStateChanged(t *testing.T) {
 	rotated.Status.Current.Fingerprint = "b"
 	ready := ca.DeepCopy()
 	ready.Status.Conditions = []metav1.Condition{{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionTrue}}
-	if caSigningStateChanged(ca, same) || !caSigningStateChanged(ca, rotated) || !caSigningStateChanged(ca, ready) {
+	preparing := ca.DeepCopy()
+	preparing.Status.Phase = rotationv1alpha1.PhasePreparing
+	if caSigningStateChanged(ca, same) || !caSigningStateChanged(ca, rotated) || !caSigningStateChanged(ca, ready) || !caSigningStateChanged(ca, preparing) {
 		t.Fatal("caSigningStateChanged does not follow the certificate and the Ready condition")
 	}
 }

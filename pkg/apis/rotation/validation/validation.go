@@ -155,8 +155,17 @@ func ValidateCertificateAuthorityStatus(status *rotation.CertificateAuthoritySta
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("trustBundle"), "<bundle>", err.Error()))
 		}
 	}
+	if status.PendingRenewal < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("pendingRenewal"), status.PendingRenewal, "must not be negative"))
+	}
+	if len(status.PendingRenewals) > MaxPendingListed {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("pendingRenewals"), len(status.PendingRenewals), MaxPendingListed))
+	}
 	return append(allErrs, ValidateConditions(fldPath.Child("conditions"), status.Conditions)...)
 }
+
+// MaxPendingListed caps status.pendingRenewals.
+const MaxPendingListed = 20
 
 // MaxConditions caps the conditions of rekey's own kinds.
 const MaxConditions = 16

@@ -19,6 +19,7 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		{Name: "KeyStore", Type: "string", Description: "Where the private key lives."},
 		{Name: "Algorithm", Type: "string", Description: "Key algorithm."},
 		{Name: "Phase", Type: "string", Description: "Rotation phase."},
+		{Name: "Pending", Type: "integer", Description: "Valid certificates of the previous CA not renewed yet."},
 		{Name: "NotAfter", Type: "string", Description: "End of the current CA certificate's validity."},
 		{Name: "Fingerprint", Type: "string", Priority: 1, Description: "SHA-256 of the current CA certificate."},
 		{Name: "Ready", Type: "string", Description: "Whether the CA can sign."},
@@ -33,7 +34,7 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		if phase == "" {
 			phase = "<none>"
 		}
-		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, notAfter, fingerprint,
+		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, int64(c.Status.PendingRenewal), notAfter, fingerprint,
 			printers.ConditionStatus(c.Status.Conditions, rotation.CertificateAuthorityReady), printers.Age(c.CreationTimestamp)}
 	},
 }

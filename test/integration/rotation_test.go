@@ -1,0 +1,310 @@
+package integration
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
+)
+
+// kubectlRekey runs the plugin against a server and returns its output.
+func kubectlRekey(t *testing.T, srv *framework.Standalone, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(framework.Binary(t, "kubectl-rekey"), append([]string{"--kubeconfig", srv.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func waitForPhase(t *testing.T, client clientset.Interface, name string, phase rotationv1alpha1.RotationPhase) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
+	var ca *rotationv1alpha1.CertificateAuthority
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ca = got
+		return got.Status.Phase == phase, nil
+	})
+	if err != nil {
+		t.Fatalf("CertificateAuthority %s did not reach %s; status %+v", name, phase, ca.Status)
+	}
+	return ca
+}
+
+// bundlePool parses a trust bundle.
+func bundlePool(t *testing.T, bundle string) (*x509.CertPool, int) {
+	t.Helper()
+	certs, err := validation.ParseCertificateChain([]byte(bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, len(certs)
+}
+
+func verifies(leaf *x509.Certificate, pool *x509.CertPool) bool {
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}
+
+// storedKeys lists the CA key IDs in the embedded etcd.
+func storedKeys(t *testing.T, srv *framework.Standalone, caName string) []string {
+	t.Helper()
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + filepath.Join(srv.DataDir, "etcd.sock")}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Close() }()
+	resp, err := client.Get(context.Background(), "/rekey.io-private/cakeys/"+caName+"-", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, kv := range resp.Kvs {
+		ids = append(ids, strings.TrimPrefix(string(kv.Key), "/rekey.io-private/cakeys/"))
+	}
+	return ids
+}
+
+// TestCARotation walks a whole rotation through kubectl rekey and the API:
+// old certificates verify against the bundle while both CAs are trusted,
+// new ones chain to the new CA, renewals bring the count down, Complete is
+// refused while it is above zero and forced, and the old key is destroyed.
+func TestCARotation(t *testing.T) {
+	srv := framework.StartStandalone(t, t.TempDir())
+	client := srv.Client
+	ctx := context.Background()
+	createCAAndSigner(t, client, "team", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "team CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+	oldCA := caOf(t, client, "team")
+	for _, n := range []string{"a", "b"} {
+		createAndApprove(t, client, requestFor(t, "before-"+n, "example.com/team", fixtures.CSROptions{CommonName: n}, certv1alpha1.UsageClientAuth))
+	}
+	beforeA, beforeB := waitForCertificate(t, client, "before-a"), waitForCertificate(t, client, "before-b")
+	oldKeys := storedKeys(t, srv, "team")
+	if len(oldKeys) != 1 {
+		t.Fatalf("keys before the rotation: %v", oldKeys)
+	}
+
+	out, err := kubectlRekey(t, srv, "rotate", "complete", "team")
+	if err == nil || !strings.Contains(out, "cannot Complete: phase is") {
+		t.Fatalf("Complete before any Start: %v\n%s", err, out)
+	}
+	out, err = kubectlRekey(t, srv, "rotate", "start", "team")
+	if err != nil || !strings.Contains(out, "rotation started") {
+		t.Fatalf("rotate start: %v\n%s", err, out)
+	}
+	ca := waitForPhase(t, client, "team", rotationv1alpha1.PhasePrepared)
+	if ca.Status.Previous == nil || ca.Status.Previous.Fingerprint != fingerprint(oldCA) || ca.Status.Current.Fingerprint == fingerprint(oldCA) {
+		t.Fatalf("after Start: current %+v previous %+v", ca.Status.Current, ca.Status.Previous)
+	}
+	if ca.Status.LastInitiationTime == nil || ca.Status.LastInitiationFinishedTime == nil {
+		t.Fatalf("times not recorded: %+v", ca.Status)
+	}
+	pool, n := bundlePool(t, ca.Status.TrustBundle)
+	if n != 2 || !verifies(beforeA, pool) || !verifies(beforeB, pool) {
+		t.Fatalf("during the rotation the bundle (%d certificates) must trust the old certificates", n)
+	}
+	_, err = client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "team", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{})
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "phase is Prepared") {
+		t.Fatalf("second Start: %v", err)
+	}
+	waitPending(t, client, "team", 2)
+
+	// a renews: the new certificate chains to the new CA only.
+	createAndApprove(t, client, requestFor(t, "after-a", "example.com/team", fixtures.CSROptions{CommonName: "a"}, certv1alpha1.UsageClientAuth))
+	afterA := waitForCertificate(t, client, "after-a")
+	newCA := caOf(t, client, "team")
+	if err := afterA.CheckSignatureFrom(newCA); err != nil || afterA.CheckSignatureFrom(oldCA) == nil {
+		t.Fatalf("a certificate signed after Start does not chain to the new CA only: %v", err)
+	}
+	ca = waitPending(t, client, "team", 1)
+	if len(ca.Status.PendingRenewals) != 1 || !strings.Contains(ca.Status.PendingRenewals[0].Subject, "CN=b") || ca.Status.PendingRenewals[0].CSRName != "before-b" {
+		t.Fatalf("pending renewals %+v", ca.Status.PendingRenewals)
+	}
+	out, err = kubectlRekey(t, srv, "status", "team")
+	if err != nil || !strings.Contains(out, "Phase:") || !strings.Contains(out, "Prepared") || !strings.Contains(out, "Not renewed:") || !strings.Contains(out, "before-b") {
+		t.Fatalf("kubectl rekey status: %v\n%s", err, out)
+	}
+
+	out, err = kubectlRekey(t, srv, "rotate", "complete", "team")
+	if err == nil || !strings.Contains(out, "1 certificate(s)") {
+		t.Fatalf("Complete with one not renewed: %v\n%s", err, out)
+	}
+	out, err = kubectlRekey(t, srv, "rotate", "complete", "--force", "team")
+	if err != nil {
+		t.Fatalf("forced Complete: %v\n%s", err, out)
+	}
+	ca = waitForPhase(t, client, "team", rotationv1alpha1.PhaseCompleted)
+	pool, n = bundlePool(t, ca.Status.TrustBundle)
+	if n != 1 || ca.Status.Previous != nil || verifies(beforeB, pool) || !verifies(afterA, pool) || ca.Status.LastCompletionTime == nil {
+		t.Fatalf("after Complete: %d certificates in the bundle, previous %+v", n, ca.Status.Previous)
+	}
+	keys := storedKeys(t, srv, "team")
+	if len(keys) != 1 || keys[0] == oldKeys[0] {
+		t.Fatalf("keys after the rotation %v; the old one %s must be gone", keys, oldKeys[0])
+	}
+	out, err = kubectlRekey(t, srv, "bundle", "team")
+	if err != nil || out != ca.Status.TrustBundle {
+		t.Fatalf("kubectl rekey bundle: %v\n%s", err, out)
+	}
+	// A new rotation may start again.
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "team", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Start after Completed: %v", err)
+	}
+	waitForPhase(t, client, "team", rotationv1alpha1.PhasePrepared)
+}
+
+func fingerprint(c *x509.Certificate) string { return signing.Fingerprint(c) }
+
+func waitPending(t *testing.T, client clientset.Interface, name string, want int32) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
+	var ca *rotationv1alpha1.CertificateAuthority
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ca = got
+		return got.Status.PendingRenewal == want, nil
+	})
+	if err != nil {
+		data, _ := json.Marshal(ca.Status)
+		t.Fatalf("pending renewals did not reach %d: %s", want, data)
+	}
+	return ca
+}
+
+// TestRotationPhasesAreEnforcedWhilePreparing holds a rotation in
+// Preparing (a test hook pauses the controller there) to show that neither
+// Complete nor a second Start is accepted then, and that nothing signs.
+func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
+	srv := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"REKEY_TEST_PAUSE_AT=preparing-start"})
+	client := srv.Client
+	ctx := context.Background()
+	createCAAndSigner(t, client, "held", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "held CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+	caOf(t, client, "held")
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "held", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for action, want := range map[rotationv1alpha1.RotationAction]string{
+		rotationv1alpha1.RotationComplete: "cannot Complete: phase is Preparing; Complete is allowed only in Prepared",
+		rotationv1alpha1.RotationStart:    "cannot Start: phase is Preparing",
+	} {
+		_, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "held", &rotationv1alpha1.Rotation{Action: action, Force: action == rotationv1alpha1.RotationComplete}, metav1.CreateOptions{})
+		if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s during Preparing: %v", action, err)
+		}
+	}
+	// Nothing signs while the new key is being made: an approved request
+	// waits, its signer reporting why.
+	createAndApprove(t, client, requestFor(t, "waits", "example.com/held", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := client.CertificatesV1alpha1().Signers().Get(ctx, "example.com:held", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range s.Status.Conditions {
+			if c.Type == certv1alpha1.SignerReady && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "Preparing") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("the signer does not report the rotation")
+	}
+	got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "waits", metav1.GetOptions{})
+	if err != nil || issued(got) {
+		t.Fatalf("a request was signed during Preparing: %v", err)
+	}
+}
+
+// TestRotationSurvivesAKillAtEveryStep kills the server with SIGKILL at each
+// step of both phases, restarts it, and checks that the rotation ends in
+// the right phase with exactly one new key, the old key destroyed once
+// completed, and every certificate signed after Start from the new CA.
+func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
+	for _, tc := range []struct {
+		step   string
+		action rotationv1alpha1.RotationAction
+		want   rotationv1alpha1.RotationPhase
+	}{
+		{"preparing-start", rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared},
+		{"preparing-key-made", rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared},
+		{"preparing-bound", rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared},
+		{"completing-key-deleted", rotationv1alpha1.RotationComplete, rotationv1alpha1.PhaseCompleted},
+		{"completing-binding-done", rotationv1alpha1.RotationComplete, rotationv1alpha1.PhaseCompleted},
+	} {
+		t.Run(tc.step, func(t *testing.T) {
+			dataDir := t.TempDir()
+			ctx := context.Background()
+			first := framework.StartStandalone(t, dataDir)
+			createCAAndSigner(t, first.Client, "crash", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "crash CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+			oldCA := caOf(t, first.Client, "crash")
+			oldKeys := storedKeys(t, first, "crash")
+			if tc.action == rotationv1alpha1.RotationComplete {
+				if _, err := first.Client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "crash", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				waitForPhase(t, first.Client, "crash", rotationv1alpha1.PhasePrepared)
+			}
+			first.Stop(t)
+
+			doomed := framework.StartStandaloneWithEnv(t, dataDir, []string{"REKEY_TEST_KILL_AT=" + tc.step})
+			if _, err := doomed.Client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "crash", &rotationv1alpha1.Rotation{Action: tc.action, Force: tc.action == rotationv1alpha1.RotationComplete}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+				return doomed.Exited(), nil
+			}); err != nil {
+				t.Fatalf("the server did not die at %s", tc.step)
+			}
+			if !strings.Contains(doomed.Log(), "Test hook: killing the process") {
+				t.Fatalf("the server exited, but not at the hook:\n%s", doomed.LogTail(4000))
+			}
+
+			again := framework.StartStandalone(t, dataDir)
+			ca := waitForPhase(t, again.Client, "crash", tc.want)
+			keys := storedKeys(t, again, "crash")
+			switch tc.want {
+			case rotationv1alpha1.PhasePrepared:
+				if len(keys) != 2 || ca.Status.Previous == nil || ca.Status.Previous.Fingerprint != fingerprint(oldCA) {
+					t.Fatalf("after the restart: keys %v, previous %+v; want the old and exactly one new key", keys, ca.Status.Previous)
+				}
+			case rotationv1alpha1.PhaseCompleted:
+				if len(keys) != 1 || keys[0] == oldKeys[0] || ca.Status.Previous != nil {
+					t.Fatalf("after the restart: keys %v (old %v), previous %+v", keys, oldKeys, ca.Status.Previous)
+				}
+			}
+			createAndApprove(t, again.Client, requestFor(t, "after-"+tc.step, "example.com/crash", fixtures.CSROptions{CommonName: "x"}, certv1alpha1.UsageClientAuth))
+			leaf := waitForCertificate(t, again.Client, "after-"+tc.step)
+			if leaf.CheckSignatureFrom(oldCA) == nil {
+				t.Fatal("a certificate after Start was signed by the old key")
+			}
+			if err := leaf.CheckSignatureFrom(caOf(t, again.Client, "crash")); err != nil {
+				t.Fatalf("a certificate after the restart does not chain to the current CA: %v", err)
+			}
+		})
+	}
+}
