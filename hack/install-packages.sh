@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and code generation need and a fresh
 # machine lacks (as root, through apt-get): SoftHSM2, swtpm, tpm2-tools and
-# openssl for the tests, protoc for hack/update-codegen.sh. With arguments,
+# openssl for the tests (opensc for pkcs11-tool, which lists a token's keys),
+# protoc for hack/update-codegen.sh. With arguments,
 # only those packages (make verify needs protoc alone).
 set -o errexit -o nounset -o pipefail
 
-PACKAGES=(softhsm2 swtpm swtpm-tools tpm2-tools openssl protobuf-compiler)
+PACKAGES=(softhsm2 opensc swtpm swtpm-tools tpm2-tools openssl protobuf-compiler)
 if [[ $# -gt 0 ]]; then PACKAGES=("$@"); fi
 missing=()
 for p in "${PACKAGES[@]}"; do

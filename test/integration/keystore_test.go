@@ -105,10 +105,42 @@ func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
 		verifyChain(t, waitForCertificate(t, client, name+"-req"), caOf(t, client, name), x509.ExtKeyUsageClientAuth)
 	}
 	// The key lives in the token: listing its objects shows it.
-	list := exec.Command("pkcs11-tool", "--module", module, "--token-label", "rekey-test", "--login", "--pin", "1234", "--list-objects")
-	list.Env = append(os.Environ(), "SOFTHSM2_CONF="+conf)
-	if out, err := list.CombinedOutput(); err == nil && !bytes.Contains(out, []byte("hsm-ecdsa-p256")) {
-		t.Errorf("token does not list the CA key:\n%s", out)
+	listObjects := func() string {
+		list := exec.Command("pkcs11-tool", "--module", module, "--token-label", "rekey-test", "--login", "--pin", "1234", "--list-objects")
+		list.Env = append(os.Environ(), "SOFTHSM2_CONF="+conf)
+		out, err := list.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pkcs11-tool: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(context.Background(), "hsm-ecdsa-p256", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey := ca.Status.Current.KeyID
+	if !strings.Contains(listObjects(), oldKey) {
+		t.Fatalf("token does not list the CA key %s", oldKey)
+	}
+
+	// A rotation makes the new key in the token and destroys the old one there.
+	ctx := context.Background()
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "hsm-ecdsa-p256", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prepared := waitForPhase(t, client, "hsm-ecdsa-p256", rotationv1alpha1.PhasePrepared)
+	newKey := prepared.Status.Current.KeyID
+	if objects := listObjects(); !strings.Contains(objects, newKey) || !strings.Contains(objects, oldKey) {
+		t.Fatalf("during the rotation the token must hold %s and %s:\n%s", oldKey, newKey, objects)
+	}
+	createAndApprove(t, client, requestFor(t, "hsm-after", "example.com/hsm-ecdsa-p256", fixtures.CSROptions{CommonName: "y"}, certv1alpha1.UsageClientAuth))
+	verifyChain(t, waitForCertificate(t, client, "hsm-after"), caOf(t, client, "hsm-ecdsa-p256"), x509.ExtKeyUsageClientAuth)
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "hsm-ecdsa-p256", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPhase(t, client, "hsm-ecdsa-p256", rotationv1alpha1.PhaseCompleted)
+	if objects := listObjects(); strings.Contains(objects, oldKey) || !strings.Contains(objects, newKey) {
+		t.Fatalf("after the rotation the token must hold %s only:\n%s", newKey, objects)
 	}
 }
 
