@@ -169,3 +169,7 @@ func stays(t *testing.T, window time.Duration, cond func(context.Context) error)
 		t.Fatal(broken)
 	}
 }
+
+func isConflictNamingPhase(err error) bool {
+	return apierrors.IsConflict(err) && strings.Contains(err.Error(), "cannot Complete: phase is")
+}
