@@ -130,6 +130,8 @@ func TestCARotation(t *testing.T) {
 		t.Fatalf("second Start: %v", err)
 	}
 	waitPending(t, client, "team", 2)
+	waitForMetrics(t, client, `rekey_ca_rotation_phase{ca="team",phase="Prepared"} 1`, `rekey_ca_pending_renewal_certificates{ca="team"} 2`,
+		`rekey_ca_not_after_timestamp_seconds{ca="team"}`, `rekey_ca_rotation_phase_since_timestamp_seconds{ca="team"}`)
 
 	// a renews: the new certificate chains to the new CA only.
 	createAndApprove(t, client, requestFor(t, "after-a", "example.com/team", fixtures.CSROptions{CommonName: "a"}, certv1alpha1.UsageClientAuth))
@@ -176,6 +178,28 @@ func TestCARotation(t *testing.T) {
 }
 
 func fingerprint(c *x509.Certificate) string { return signing.Fingerprint(c) }
+
+// waitForMetrics waits until /metrics has every line (or prefix) given.
+func waitForMetrics(t *testing.T, client clientset.Interface, want ...string) {
+	t.Helper()
+	var body []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		body, err = client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("/metrics lacks some of %q", want)
+	}
+}
 
 func waitPending(t *testing.T, client clientset.Interface, name string, want int32) *rotationv1alpha1.CertificateAuthority {
 	t.Helper()

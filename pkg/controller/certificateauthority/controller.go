@@ -46,6 +46,7 @@ type Controller struct {
 
 // NewController wires the controller to an informer.
 func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, records Records, clk clock.PassiveClock) *Controller {
+	RegisterMetrics()
 	c := &Controller{
 		client:      client,
 		lister:      informer.Lister(),
@@ -58,6 +59,12 @@ func NewController(client clientset.Interface, informer rotationinformers.Certif
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(obj) },
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			c.enqueue(obj)
+		},
 	})
 	return c
 }
@@ -88,11 +95,13 @@ func KeyIDFor(ca *rotationv1alpha1.CertificateAuthority, generation int) string 
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	ca, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
+		forget(name)
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
+	observe(ca)
 	return c.Handle(ctx, ca)
 }
 

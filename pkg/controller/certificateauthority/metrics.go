@@ -1,0 +1,87 @@
+package certificateauthority
+
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+)
+
+var (
+	rotationPhase = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "rotation_phase",
+		Help:           "1 for the rotation phase each CertificateAuthority is in (none, Preparing, Prepared, Completing, Completed), 0 for the others.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca", "phase"})
+	phaseSince = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "rotation_phase_since_timestamp_seconds",
+		Help:           "When each CertificateAuthority entered its rotation phase (time in phase = time() minus this).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca"})
+	pendingRenewal = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "pending_renewal_certificates",
+		Help:           "Valid certificates signed by the previous CA and not renewed, during a rotation.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca"})
+	notAfter = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "not_after_timestamp_seconds",
+		Help:           "End of validity of each CertificateAuthority's current certificate.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca"})
+
+	registerOnce sync.Once
+)
+
+var phases = []rotationv1alpha1.RotationPhase{rotationv1alpha1.PhaseNone, rotationv1alpha1.PhasePreparing,
+	rotationv1alpha1.PhasePrepared, rotationv1alpha1.PhaseCompleting, rotationv1alpha1.PhaseCompleted}
+
+// RegisterMetrics adds the CA metrics to the /metrics registry.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(rotationPhase, phaseSince, pendingRenewal, notAfter)
+	})
+}
+
+// observe records what a CA's status says.
+func observe(ca *rotationv1alpha1.CertificateAuthority) {
+	s := ca.Status
+	for _, p := range phases {
+		v := 0.0
+		if p == s.Phase {
+			v = 1
+		}
+		name := string(p)
+		if name == "" {
+			name = "none"
+		}
+		rotationPhase.WithLabelValues(ca.Name, name).Set(v)
+	}
+	since := ca.CreationTimestamp.Time
+	for _, t := range []*metav1.Time{s.LastInitiationTime, s.LastInitiationFinishedTime, s.LastCompletionTriggeredTime, s.LastCompletionTime} {
+		if t != nil && t.After(since) {
+			since = t.Time
+		}
+	}
+	phaseSince.WithLabelValues(ca.Name).Set(float64(since.Unix()))
+	pendingRenewal.WithLabelValues(ca.Name).Set(float64(s.PendingRenewal))
+	if s.Current != nil {
+		notAfter.WithLabelValues(ca.Name).Set(float64(s.Current.NotAfter.Unix()))
+	}
+}
+
+// forget drops a deleted CA's series.
+func forget(name string) {
+	for _, p := range phases {
+		n := string(p)
+		if n == "" {
+			n = "none"
+		}
+		rotationPhase.DeleteLabelValues(name, n)
+	}
+	phaseSince.DeleteLabelValues(name)
+	pendingRenewal.DeleteLabelValues(name)
+	notAfter.DeleteLabelValues(name)
+}
