@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/registry/rest"
+	restclient "k8s.io/client-go/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/utils/clock"
 
@@ -72,6 +73,10 @@ type ExtraConfig struct {
 	KeyStores KeyStoresConfig
 	// Controllers configures the controllers that run on the leader.
 	Controllers manager.Options
+
+	// KubeConfig reaches the host cluster (--kubeconfig); nil in standalone
+	// mode.
+	KubeConfig *restclient.Config
 
 	// CertificateAuthorities is the getter the admission plugins were given;
 	// New binds it to the storage it makes.

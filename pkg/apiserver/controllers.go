@@ -18,6 +18,8 @@ func (c completedConfig) installControllers(s *Server, etcdKeys *signing.EtcdKey
 	opts.PrivatePrefix = c.ExtraConfig.Etcd.PrivatePrefix
 	opts.KeyStores = &certificateauthority.KeyStores{Etcd: etcdKeys, Allowed: c.ExtraConfig.KeyStores.Allowed}
 	opts.Authorizer = c.GenericConfig.Authorization.Authorizer
+	// The host cluster, when there is one (never in standalone mode).
+	opts.KubeConfig = c.ExtraConfig.KubeConfig
 	s.Controllers = manager.New(opts)
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("rekey-controllers", s.Controllers.Check)); err != nil {
 		return err

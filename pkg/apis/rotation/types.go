@@ -42,6 +42,20 @@ type CertificateAuthoritySpec struct {
 	KeyAlgorithm KeyAlgorithm
 	Validity     metav1.Duration
 	KeyStore     KeyStore
+	Publish      *Publish
+}
+
+// Publish says where the trust bundle goes.
+type Publish struct {
+	ConfigMaps         *ConfigMapPublish
+	ClusterTrustBundle bool
+}
+
+// ConfigMapPublish names the ConfigMaps a bundle goes to.
+type ConfigMapPublish struct {
+	Name              string
+	Namespaces        []string
+	NamespaceSelector *metav1.LabelSelector
 }
 
 // KeyStore says where the private key lives.

@@ -178,6 +178,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	cfg := &apiserver.Config{GenericConfig: genericConfig}
 	cfg.ExtraConfig.CertificateAuthorities = cas
+	cfg.ExtraConfig.KubeConfig = genericConfig.ClientConfig
 	cfg.ExtraConfig.Etcd.Transport = ro.Etcd.StorageConfig.Transport
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
 	o.KeyStores.ApplyTo(&cfg.ExtraConfig)

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -24,6 +26,7 @@ import (
 	"rekey.io/rekey/pkg/controller/approver"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
+	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -36,6 +39,9 @@ import (
 
 // Options is what the controllers need.
 type Options struct {
+	// KubeConfig reaches the host cluster (nil in standalone mode): trust
+	// bundles are published there.
+	KubeConfig *rest.Config
 	// Authorizer answers the approver's SubjectAccessReviews.
 	Authorizer authorizer.Authorizer
 	KeyStores  *certificateauthority.KeyStores
@@ -138,11 +144,27 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	approverController := approver.NewController(client, csrInformer, signerInformer, opts.Authorizer, clk)
 	cleanerController := cleaner.NewController(client, csrInformer.Lister(), clk, opts.CleanerInterval)
 
+	var publisherController *publisher.Controller
+	var kubeFactory kubeinformers.SharedInformerFactory
+	if opts.KubeConfig != nil {
+		kubeClient, err := kubernetes.NewForConfig(opts.KubeConfig)
+		if err != nil {
+			return fmt.Errorf("creating the host cluster client: %w", err)
+		}
+		kubeFactory = kubeinformers.NewSharedInformerFactory(kubeClient, 10*time.Minute)
+		publisherController = publisher.NewController(kubeClient, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
+	}
+
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	run := func(f func()) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f() }()
+	}
+	if publisherController != nil {
+		kubeFactory.Start(ctx.Done())
+		run(func() { publisherController.Run(ctx, 2) })
+		defer kubeFactory.Shutdown()
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })

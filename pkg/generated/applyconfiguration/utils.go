@@ -68,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.CertificateAuthoritySpecApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityStatus"):
 		return &applyconfigurationrotationv1alpha1.CertificateAuthorityStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("ConfigMapPublish"):
+		return &applyconfigurationrotationv1alpha1.ConfigMapPublishApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("FileKeyStore"):
 		return &applyconfigurationrotationv1alpha1.FileKeyStoreApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("KeyStore"):
@@ -76,6 +78,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.PendingRenewalApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("PKCS11KeyStore"):
 		return &applyconfigurationrotationv1alpha1.PKCS11KeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("Publish"):
+		return &applyconfigurationrotationv1alpha1.PublishApplyConfiguration{}
 
 	}
 	return nil

@@ -108,10 +108,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.CertificateAuthorityList{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref),
 		rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref),
 		rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName(): schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref),
+		rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName():           schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref),
 		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
 		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
 		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
 		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
+		rotationv1alpha1.Publish{}.OpenAPIModelName():                    schema_pkg_apis_rotation_v1alpha1_Publish(ref),
 		rotationv1alpha1.Rotation{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
 	}
 }
@@ -3735,11 +3737,17 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref common.Refer
 							Ref:         ref(rotationv1alpha1.KeyStore{}.OpenAPIModelName()),
 						},
 					},
+					"publish": {
+						SchemaProps: spec.SchemaProps{
+							Description: "publish sends the trust bundle (old and new CA during a rotation) to the host cluster, updated at every phase. The only part of spec that may change. Needs a host cluster (rekey-apiserver --kubeconfig); in standalone mode the bundle is in status only.",
+							Ref:         ref(rotationv1alpha1.Publish{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName(), rotationv1alpha1.Publish{}.OpenAPIModelName()},
 	}
 }
 
@@ -3859,6 +3867,53 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.Ref
 		},
 		Dependencies: []string{
 			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName(), rotationv1alpha1.PendingRenewal{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ConfigMapPublish names the ConfigMaps a bundle goes to.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the ConfigMap; defaults to the CertificateAuthority's name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespaces": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "namespaces to write it in.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"namespaceSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "namespaceSelector picks more namespaces by label.",
+							Ref:         ref(v1.LabelSelector{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -4016,6 +4071,34 @@ func schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref common.ReferenceCallba
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_Publish(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Publish says where the trust bundle goes.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"configMaps": {
+						SchemaProps: spec.SchemaProps{
+							Description: "configMaps writes the bundle, under key ca.crt, to a ConfigMap in each listed namespace and each namespace matching namespaceSelector.",
+							Ref:         ref(rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName()),
+						},
+					},
+					"clusterTrustBundle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "clusterTrustBundle writes the bundle to a certificates.k8s.io ClusterTrustBundle for each signer name whose Signer uses this CA, named \"<signer name with / as :>:<CA name>\".",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName()},
 	}
 }
 

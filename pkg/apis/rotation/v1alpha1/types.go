@@ -73,6 +73,40 @@ type CertificateAuthoritySpec struct {
 	// keyStore says where the private key lives.
 	// +optional
 	KeyStore KeyStore `json:"keyStore,omitempty" protobuf:"bytes,4,opt,name=keyStore"`
+
+	// publish sends the trust bundle (old and new CA during a rotation) to
+	// the host cluster, updated at every phase. The only part of spec that
+	// may change. Needs a host cluster (rekey-apiserver --kubeconfig); in
+	// standalone mode the bundle is in status only.
+	// +optional
+	Publish *Publish `json:"publish,omitempty" protobuf:"bytes,5,opt,name=publish"`
+}
+
+// Publish says where the trust bundle goes.
+type Publish struct {
+	// configMaps writes the bundle, under key ca.crt, to a ConfigMap in
+	// each listed namespace and each namespace matching namespaceSelector.
+	// +optional
+	ConfigMaps *ConfigMapPublish `json:"configMaps,omitempty" protobuf:"bytes,1,opt,name=configMaps"`
+	// clusterTrustBundle writes the bundle to a certificates.k8s.io
+	// ClusterTrustBundle for each signer name whose Signer uses this CA,
+	// named "<signer name with / as :>:<CA name>".
+	// +optional
+	ClusterTrustBundle bool `json:"clusterTrustBundle,omitempty" protobuf:"varint,2,opt,name=clusterTrustBundle"`
+}
+
+// ConfigMapPublish names the ConfigMaps a bundle goes to.
+type ConfigMapPublish struct {
+	// name of the ConfigMap; defaults to the CertificateAuthority's name.
+	// +optional
+	Name string `json:"name,omitempty" protobuf:"bytes,1,opt,name=name"`
+	// namespaces to write it in.
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty" protobuf:"bytes,2,rep,name=namespaces"`
+	// namespaceSelector picks more namespaces by label.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty" protobuf:"bytes,3,opt,name=namespaceSelector"`
 }
 
 // KeyStore says where the private key lives.

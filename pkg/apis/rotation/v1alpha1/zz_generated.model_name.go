@@ -47,6 +47,11 @@ func (in CertificateAuthorityStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ConfigMapPublish) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.ConfigMapPublish"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FileKeyStore) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.FileKeyStore"
 }
@@ -64,6 +69,11 @@ func (in PKCS11KeyStore) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PendingRenewal) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.PendingRenewal"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Publish) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.Publish"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -53,6 +53,7 @@ func ValidateCertificateAuthority(ca *rotation.CertificateAuthority) field.Error
 	if ca.Spec.Validity.Duration < MinValidity {
 		allErrs = append(allErrs, field.Invalid(spec.Child("validity"), ca.Spec.Validity.Duration.String(), "must be at least 1h"))
 	}
+	allErrs = append(allErrs, validatePublish(ca.Spec.Publish, spec.Child("publish"))...)
 	if ca.Spec.KeyStore.Type != rotation.KeyStoreFile && ca.Spec.KeyStore.File != nil {
 		allErrs = append(allErrs, field.Forbidden(ks.Child("file"), "only for type File"))
 	}
@@ -111,11 +112,38 @@ func ValidateKeyStorePaths(ca *rotation.CertificateAuthority, allowed keystorepa
 	return allErrs
 }
 
-// ValidateCertificateAuthorityUpdate keeps the spec immutable: changing the
-// key means a rotation.
+// ValidateCertificateAuthorityUpdate keeps the spec immutable but for
+// publish: changing the key means a rotation.
 func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthority) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newCA.Spec, oldCA.Spec, field.NewPath("spec"))...)
+	newSpec, oldSpec := newCA.Spec, oldCA.Spec
+	newSpec.Publish, oldSpec.Publish = nil, nil
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec, oldSpec, field.NewPath("spec"))...)
+	return append(allErrs, validatePublish(newCA.Spec.Publish, field.NewPath("spec", "publish"))...)
+}
+
+func validatePublish(p *rotation.Publish, fldPath *field.Path) field.ErrorList {
+	if p == nil || p.ConfigMaps == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	cm := fldPath.Child("configMaps")
+	if p.ConfigMaps.Name != "" {
+		for _, msg := range apimachineryvalidation.NameIsDNSSubdomain(p.ConfigMaps.Name, false) {
+			allErrs = append(allErrs, field.Invalid(cm.Child("name"), p.ConfigMaps.Name, msg))
+		}
+	}
+	for i, ns := range p.ConfigMaps.Namespaces {
+		for _, msg := range apimachineryvalidation.ValidateNamespaceName(ns, false) {
+			allErrs = append(allErrs, field.Invalid(cm.Child("namespaces").Index(i), ns, msg))
+		}
+	}
+	if len(p.ConfigMaps.Namespaces) == 0 && p.ConfigMaps.NamespaceSelector == nil {
+		allErrs = append(allErrs, field.Required(cm, "namespaces or namespaceSelector"))
+	}
+	if sel := p.ConfigMaps.NamespaceSelector; sel != nil {
+		allErrs = append(allErrs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, cm.Child("namespaceSelector"))...)
+	}
 	return allErrs
 }
 

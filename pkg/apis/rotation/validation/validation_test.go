@@ -119,3 +119,27 @@ func TestValidateCertificateAuthorityStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestPublish(t *testing.T) {
+	ca := etcdCA()
+	ca.Spec.Publish = &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{Namespaces: []string{"ok", "Not_OK"}, Name: "bad name"}}
+	errs := ValidateCertificateAuthority(ca)
+	if !hasError(errs, "spec.publish.configMaps.namespaces[1]", "") || !hasError(errs, "spec.publish.configMaps.name", "") {
+		t.Fatalf("invalid publish accepted: %v", errs)
+	}
+	ca.Spec.Publish = &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{}}
+	if errs := ValidateCertificateAuthority(ca); !hasError(errs, "spec.publish.configMaps", "namespaces or namespaceSelector") {
+		t.Fatalf("publish to nowhere accepted: %v", errs)
+	}
+	// publish may change on update; nothing else in spec may.
+	old := etcdCA()
+	updated := old.DeepCopy()
+	updated.Spec.Publish = &rotation.Publish{ClusterTrustBundle: true, ConfigMaps: &rotation.ConfigMapPublish{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}
+	if errs := ValidateCertificateAuthorityUpdate(updated, old); len(errs) != 0 {
+		t.Fatalf("changing publish refused: %v", errs)
+	}
+	updated.Spec.CommonName = "other"
+	if errs := ValidateCertificateAuthorityUpdate(updated, old); !hasError(errs, "spec", "immutable") {
+		t.Fatalf("changing the common name accepted: %v", errs)
+	}
+}

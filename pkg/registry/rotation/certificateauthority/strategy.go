@@ -6,6 +6,7 @@ package certificateauthority
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
@@ -47,10 +48,14 @@ func (caStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	ca.Generation = 1
 }
 
-// PrepareForUpdate keeps status; spec is immutable (validation), so
-// generation does not move.
+// PrepareForUpdate keeps status and moves generation with spec (only
+// spec.publish may change).
 func (caStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	obj.(*rotation.CertificateAuthority).Status = old.(*rotation.CertificateAuthority).Status
+	ca, prev := obj.(*rotation.CertificateAuthority), old.(*rotation.CertificateAuthority)
+	ca.Status = prev.Status
+	if !equality.Semantic.DeepEqual(ca.Spec, prev.Spec) {
+		ca.Generation = prev.Generation + 1
+	}
 }
 
 // Validate checks a new CA, including that its key store names only what

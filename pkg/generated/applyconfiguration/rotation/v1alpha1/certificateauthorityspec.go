@@ -39,6 +39,11 @@ type CertificateAuthoritySpecApplyConfiguration struct {
 	Validity *v1.Duration `json:"validity,omitempty"`
 	// keyStore says where the private key lives.
 	KeyStore *KeyStoreApplyConfiguration `json:"keyStore,omitempty"`
+	// publish sends the trust bundle (old and new CA during a rotation) to
+	// the host cluster, updated at every phase. The only part of spec that
+	// may change. Needs a host cluster (rekey-apiserver --kubeconfig); in
+	// standalone mode the bundle is in status only.
+	Publish *PublishApplyConfiguration `json:"publish,omitempty"`
 }
 
 // CertificateAuthoritySpecApplyConfiguration constructs a declarative configuration of the CertificateAuthoritySpec type for use with
@@ -76,5 +81,13 @@ func (b *CertificateAuthoritySpecApplyConfiguration) WithValidity(value v1.Durat
 // If called multiple times, the KeyStore field is set to the value of the last call.
 func (b *CertificateAuthoritySpecApplyConfiguration) WithKeyStore(value *KeyStoreApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
 	b.KeyStore = value
+	return b
+}
+
+// WithPublish sets the Publish field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Publish field is set to the value of the last call.
+func (b *CertificateAuthoritySpecApplyConfiguration) WithPublish(value *PublishApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
+	b.Publish = value
 	return b
 }

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/publisher"
+	"rekey.io/rekey/test/framework"
+)
+
+// TestRotationIsPublishedToTheCluster: the ConfigMaps and the
+// ClusterTrustBundle of a CA carry old and new during a rotation and only
+// the new one after it, on the real kube-apiserver.
+func TestRotationIsPublishedToTheCluster(t *testing.T) {
+	ctx := context.Background()
+	admin := cluster.RekeyAdmin
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "pub-listed"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pub-selected", Labels: map[string]string{"rekey-e2e-trust": "pub"}}},
+	} {
+		if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// rekey may attest for example.com signers (ClusterTrustBundles).
+	clusterRole(t, "e2e-rekey-attest-example.com", rbacv1.PolicyRule{
+		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}, Verbs: []string{"attest"},
+	})
+	bind(t, framework.RekeyServiceAccountUser, "e2e-rekey-attest-example.com")
+
+	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: "pub-ca"},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "pub CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
+			KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd},
+			Publish: &rotationv1alpha1.Publish{ClusterTrustBundle: true, ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Name: "pub-ca-bundle",
+				Namespaces: []string{"pub-listed"}, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rekey-e2e-trust": "pub"}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CertificatesV1alpha1().Signers().Create(ctx, signerObject("example.com/pub", "pub-ca"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctbName := publisher.ClusterTrustBundleName("example.com/pub", "pub-ca")
+	published := func(want int) {
+		t.Helper()
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			for _, ns := range []string{"pub-listed", "pub-selected"} {
+				cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "pub-ca-bundle", metav1.GetOptions{})
+				if err != nil {
+					last = err.Error()
+					return false, nil
+				}
+				if n := strings.Count(cm.Data[publisher.BundleKey], "BEGIN CERTIFICATE"); n != want {
+					last = ns + ": wrong count"
+					return false, nil
+				}
+			}
+			ctb, err := cluster.Admin.CertificatesV1().ClusterTrustBundles().Get(ctx, ctbName, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if ctb.Spec.SignerName != "example.com/pub" || strings.Count(ctb.Spec.TrustBundle, "BEGIN CERTIFICATE") != want {
+				last = "ClusterTrustBundle: wrong content"
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("bundle with %d certificate(s) not published: %s", want, last)
+		}
+	}
+	published(1)
+	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	published(2)
+	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	published(1)
+	ca, err := admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, "pub-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cluster.Admin.CoreV1().ConfigMaps("pub-listed").Get(ctx, "pub-ca-bundle", metav1.GetOptions{})
+	if err != nil || cm.Data[publisher.BundleKey] != ca.Status.TrustBundle {
+		t.Fatalf("the published bundle is not the CA's: %v", err)
+	}
+}
