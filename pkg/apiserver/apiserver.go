@@ -29,6 +29,7 @@ import (
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
 	"rekey.io/rekey/pkg/serveridentity"
+	"rekey.io/rekey/pkg/servingcert"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 	"rekey.io/rekey/pkg/standalone"
 )
@@ -73,6 +74,10 @@ type ExtraConfig struct {
 	KeyStores KeyStoresConfig
 	// Controllers configures the controllers that run on the leader.
 	Controllers manager.Options
+
+	// ServingCA, when set, serves rekey with a certificate from a CA it
+	// manages.
+	ServingCA *servingcert.Config
 
 	// KubeConfig reaches the host cluster (--kubeconfig); nil in standalone
 	// mode.

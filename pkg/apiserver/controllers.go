@@ -1,12 +1,19 @@
 package apiserver
 
 import (
+	"fmt"
+	"os"
+
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/dynamic"
 
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
+	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/servingcert"
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
 // installControllers registers the controllers' post-start hook and a
@@ -24,12 +31,42 @@ func (c completedConfig) installControllers(s *Server, etcdKeys *signing.EtcdKey
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("rekey-controllers", s.Controllers.Check)); err != nil {
 		return err
 	}
+	if err := c.installServingCA(s, opts.KeyStores); err != nil {
+		return err
+	}
 	return s.GenericAPIServer.AddPostStartHook("rekey-controllers", func(hook genericapiserver.PostStartHookContext) error {
 		loopback := hook.LoopbackClientConfig
 		if c.ExtraConfig.ControllerIdentity != nil {
 			loopback = c.ExtraConfig.ControllerIdentity.ClientConfig(loopback)
 		}
 		go s.Controllers.Run(hook, loopback)
+		return nil
+	})
+}
+
+// installServingCA starts, on every replica, the manager of rekey's own
+// serving certificate when --serving-ca is set.
+func (c completedConfig) installServingCA(s *Server, stores *certificateauthority.KeyStores) error {
+	cfg := c.ExtraConfig.ServingCA
+	if cfg == nil {
+		return nil
+	}
+	var kube dynamic.Interface
+	if c.ExtraConfig.KubeConfig != nil {
+		var err error
+		if kube, err = dynamic.NewForConfig(c.ExtraConfig.KubeConfig); err != nil {
+			return fmt.Errorf("creating the APIService client: %w", err)
+		}
+	}
+	host, _ := os.Hostname()
+	return s.GenericAPIServer.AddPostStartHook("rekey-serving-ca", func(hook genericapiserver.PostStartHookContext) error {
+		loopback := hook.LoopbackClientConfig
+		if c.ExtraConfig.ControllerIdentity != nil {
+			loopback = c.ExtraConfig.ControllerIdentity.ClientConfig(loopback)
+		}
+		bindings := cabinding.NewEtcdStore(s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
+		records := issuance.NewRecorder(hook, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
+		go servingcert.NewManager(*cfg, host, stores, bindings, records, kube).Run(hook, loopback)
 		return nil
 	})
 }

@@ -241,6 +241,24 @@ func (c *Cluster) kubectl(stdin []byte, args ...string) (string, error) {
 	return stdout, nil
 }
 
+// RestartRekey stops rekey-apiserver and starts it again with extra flags
+// added to the cluster's (none: as configured).
+func (c *Cluster) RestartRekey(extraArgs ...string) error {
+	if c.Rekey != nil {
+		c.Rekey.Stop(30 * time.Second)
+	}
+	base := c.rekeyArgs
+	c.rekeyArgs = append(append([]string(nil), base...), extraArgs...)
+	defer func() { c.rekeyArgs = base }()
+	return c.StartRekey()
+}
+
+// RestoreAPIServices applies the APIServices again with the caBundle of the
+// harness's own serving CA (after a test let rekey manage it).
+func (c *Cluster) RestoreAPIServices() error {
+	return c.applyArtifacts()
+}
+
 // applyArtifacts applies artifacts/deploy and artifacts/rbac as an operator
 // would, with the two changes a loopback run needs: the Service becomes an
 // ExternalName to localhost on rekey's port, and the APIService gets the

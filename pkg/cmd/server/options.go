@@ -50,6 +50,7 @@ type Options struct {
 	Controllers       *ControllerOptions
 	KeyStores         *KeyStoreOptions
 	AuthorizationRate *AuthorizationRateOptions
+	ServingCA         *ServingCAOptions
 }
 
 func init() {
@@ -75,6 +76,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 		Controllers:       NewControllerOptions(),
 		KeyStores:         NewKeyStoreOptions(),
 		AuthorizationRate: NewAuthorizationRateOptions(),
+		ServingCA:         NewServingCAOptions(),
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
@@ -114,6 +116,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.KeyStores.AddFlags(ctrl)
 	generic := fss.FlagSet("generic")
 	o.AuthorizationRate.AddFlags(generic)
+	o.ServingCA.AddFlags(generic)
 	o.RecommendedOptions.AddFlags(generic)
 	utilfeature.DefaultMutableFeatureGate.AddFlag(generic)
 	return fss
@@ -141,6 +144,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Controllers.Validate()...)
 	errs = append(errs, o.KeyStores.Validate()...)
 	errs = append(errs, o.AuthorizationRate.Validate()...)
+	errs = append(errs, o.ServingCA.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -183,6 +187,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
 	o.KeyStores.ApplyTo(&cfg.ExtraConfig)
 	if err := o.Standalone.ApplyTo(genericConfig, &cfg.ExtraConfig, ro.SecureServing, initializer); err != nil {
+		return nil, err
+	}
+	if err := o.ServingCA.ApplyTo(genericConfig, &cfg.ExtraConfig); err != nil {
 		return nil, err
 	}
 	// The controllers authenticate with a token only this process knows,

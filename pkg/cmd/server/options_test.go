@@ -143,3 +143,22 @@ func TestHelpShowsTheRealFeatureDefault(t *testing.T) {
 		t.Fatalf("--feature-gates help does not show the default false:\n%s", usage)
 	}
 }
+
+func TestServingCAOptionsValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(*ServingCAOptions)
+		want   string
+	}{
+		"off by default": {mutate: func(*ServingCAOptions) {}},
+		"on":             {mutate: func(o *ServingCAOptions) { o.CAName = "rekey.io-serving" }},
+		"bad CA name":    {mutate: func(o *ServingCAOptions) { o.CAName = "Bad_Name" }, want: "--serving-ca"},
+		"no hosts":       {mutate: func(o *ServingCAOptions) { o.CAName = "ca"; o.Hosts = nil }, want: "--serving-ca-hosts"},
+		"bad host":       {mutate: func(o *ServingCAOptions) { o.CAName = "ca"; o.Hosts = []string{"not a host"} }, want: "--serving-ca-hosts"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := NewServingCAOptions()
+			tc.mutate(o)
+			check(t, o.Validate(), tc.want)
+		})
+	}
+}
