@@ -84,11 +84,20 @@ func TestRotationIsPublishedToTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	published(2)
+	// Requesters learn early: an event on the CA says the rotation started.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=pub-ca,reason=RotationPrepared"})
+		return err == nil && len(events.Items) > 0 && events.Items[0].InvolvedObject.Kind == "CertificateAuthority", nil
+	})
+	if err != nil {
+		t.Fatal("no RotationPrepared event on the CA")
+	}
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	published(1)
-	ca, err := admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, "pub-ca", metav1.GetOptions{})
+	var ca *rotationv1alpha1.CertificateAuthority
+	ca, err = admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, "pub-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

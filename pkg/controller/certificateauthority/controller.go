@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -42,7 +43,12 @@ type Controller struct {
 	// records lists what each CA issued, to count who has not renewed
 	// during a rotation.
 	records Records
+	// events tells the host cluster about rotations (nil without one).
+	events record.EventRecorder
 }
+
+// SetEventRecorder makes the controller record rotation events.
+func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
 
 // NewController wires the controller to an informer.
 func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, records Records, clk clock.PassiveClock) *Controller {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -55,6 +56,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 		reached(ctx, StepPreparingBound)
 		status.Phase = rotationv1alpha1.PhasePrepared
 		status.LastInitiationFinishedTime = &now
+		c.event(ca, "RotationPrepared", "A new CA (key %s) signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
 		klog.FromContext(ctx).Info("CA rotation prepared: the new CA signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
 	case rotationv1alpha1.PhaseCompleting:
 		if b.Previous != nil {
@@ -65,12 +67,19 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 			b = next
 		}
 		reached(ctx, StepCompletingBindingDone)
+		c.event(ca, "RotationCompleted", "The previous CA is no longer trusted and its key is destroyed; only the CA with key %s is trusted.", b.KeyID)
 		status.Phase = rotationv1alpha1.PhaseCompleted
 		status.LastCompletionTime = &now
 		status.PendingRenewal, status.PendingRenewals = 0, nil
 		klog.FromContext(ctx).Info("CA rotation completed: the previous CA is no longer trusted and its key is destroyed", "name", ca.Name, "keyID", b.KeyID)
 	}
 	return b, nil
+}
+
+func (c *Controller) event(ca *rotationv1alpha1.CertificateAuthority, reason, format string, args ...any) {
+	if c.events != nil {
+		c.events.Eventf(ca, corev1.EventTypeNormal, reason, format, args...)
+	}
 }
 
 // newGeneration makes the next key and its self-signed certificate and

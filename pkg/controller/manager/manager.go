@@ -12,11 +12,14 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -30,6 +33,7 @@ import (
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	clientsetscheme "rekey.io/rekey/pkg/generated/clientset/versioned/scheme"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/leaderelection"
@@ -153,6 +157,12 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		}
 		kubeFactory = kubeinformers.NewSharedInformerFactory(kubeClient, 10*time.Minute)
 		publisherController = publisher.NewController(kubeClient, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
+		// Rotations show as events on the CA in the host cluster, so that
+		// requesters learn early.
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		caController.SetEventRecorder(broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"}))
 	}
 
 	factory.Start(ctx.Done())
