@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,12 @@ func kubectlRekey(t *testing.T, srv *framework.Standalone, args ...string) (stri
 
 func waitForPhase(t *testing.T, client clientset.Interface, name string, phase rotationv1alpha1.RotationPhase) *rotationv1alpha1.CertificateAuthority {
 	t.Helper()
+	return waitForCA(t, client, name, "phase "+string(phase), func(ca *rotationv1alpha1.CertificateAuthority) bool { return ca.Status.Phase == phase })
+}
+
+// waitForCA polls a CertificateAuthority until cond holds.
+func waitForCA(t *testing.T, client clientset.Interface, name, what string, cond func(*rotationv1alpha1.CertificateAuthority) bool) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
 	var ca *rotationv1alpha1.CertificateAuthority
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
@@ -41,10 +48,11 @@ func waitForPhase(t *testing.T, client clientset.Interface, name string, phase r
 			return false, nil
 		}
 		ca = got
-		return got.Status.Phase == phase, nil
+		return cond(got), nil
 	})
 	if err != nil {
-		t.Fatalf("CertificateAuthority %s did not reach %s; status %+v", name, phase, ca.Status)
+		data, _ := json.Marshal(ca)
+		t.Fatalf("CertificateAuthority %s did not reach %s: %s", name, what, data)
 	}
 	return ca
 }
@@ -203,20 +211,9 @@ func waitForMetrics(t *testing.T, client clientset.Interface, want ...string) {
 
 func waitPending(t *testing.T, client clientset.Interface, name string, want int32) *rotationv1alpha1.CertificateAuthority {
 	t.Helper()
-	var ca *rotationv1alpha1.CertificateAuthority
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		ca = got
-		return got.Status.PendingRenewal == want, nil
+	return waitForCA(t, client, name, fmt.Sprintf("%d pending renewals", want), func(ca *rotationv1alpha1.CertificateAuthority) bool {
+		return ca.Status.PendingRenewal == want
 	})
-	if err != nil {
-		data, _ := json.Marshal(ca.Status)
-		t.Fatalf("pending renewals did not reach %d: %s", want, data)
-	}
-	return ca
 }
 
 // TestRotationPhasesAreEnforcedWhilePreparing holds a rotation in

@@ -79,13 +79,9 @@ func newStatusCommand(newClient func() (clientset.Interface, error), streams gen
 		Short: "Show a CertificateAuthority's rotation: phase, times, old and new CA, and who has not renewed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := newClient()
+			ca, err := getCA(cmd, newClient, args[0])
 			if err != nil {
 				return err
-			}
-			ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(contextOf(cmd), args[0], metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("cannot read CertificateAuthority %q: %s", args[0], statusMessage(err))
 			}
 			printStatus(streams.Out, ca)
 			return nil
@@ -140,13 +136,9 @@ func newBundleCommand(newClient func() (clientset.Interface, error), streams gen
 		Example: "  kubectl rekey bundle rekey.io-kube-apiserver-client > client-ca.crt",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := newClient()
+			ca, err := getCA(cmd, newClient, args[0])
 			if err != nil {
 				return err
-			}
-			ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(contextOf(cmd), args[0], metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("cannot read CertificateAuthority %q: %s", args[0], statusMessage(err))
 			}
 			if ca.Status.TrustBundle == "" {
 				return fmt.Errorf("CertificateAuthority %q has no trust bundle yet (its key is being made)", args[0])
@@ -155,4 +147,16 @@ func newBundleCommand(newClient func() (clientset.Interface, error), streams gen
 			return err
 		},
 	}
+}
+
+func getCA(cmd *cobra.Command, newClient func() (clientset.Interface, error), name string) (*rotationv1alpha1.CertificateAuthority, error) {
+	client, err := newClient()
+	if err != nil {
+		return nil, err
+	}
+	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(contextOf(cmd), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read CertificateAuthority %q: %s", name, statusMessage(err))
+	}
+	return ca, nil
 }
