@@ -4,6 +4,7 @@ package admission
 import (
 	"k8s.io/apiserver/pkg/admission"
 
+	"rekey.io/rekey/pkg/admission/capublish"
 	"rekey.io/rekey/pkg/admission/carotation"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
@@ -18,6 +19,7 @@ var PluginNames = []string{
 	signersigning.PluginName,
 	signerbinding.PluginName,
 	carotation.PluginName,
+	capublish.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -27,4 +29,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	signersigning.Register(plugins)
 	signerbinding.Register(plugins)
 	carotation.Register(plugins)
+	capublish.Register(plugins)
 }

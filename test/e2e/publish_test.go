@@ -106,3 +106,29 @@ func TestRotationIsPublishedToTheCluster(t *testing.T) {
 		t.Fatalf("the published bundle is not the CA's: %v", err)
 	}
 }
+
+// TestPublishIsNotAConfusedDeputy: rekey writes published bundles with its
+// own identity, so a CA editor may only publish where they may write.
+func TestPublishIsNotAConfusedDeputy(t *testing.T) {
+	ctx := context.Background()
+	clusterRole(t, "e2e-ca-only-editor", rbacv1.PolicyRule{
+		APIGroups: []string{"rotation.rekey.io"}, Resources: []string{"certificateauthorities"}, Verbs: []string{"*"},
+	})
+	editor, _ := userClient(t, "ca-only-editor")
+	bind(t, "ca-only-editor", "e2e-ca-only-editor")
+	newCA := func(name string, ns string) *rotationv1alpha1.CertificateAuthority {
+		return &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: name, KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
+				KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd},
+				Publish:  &rotationv1alpha1.Publish{ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Namespaces: []string{ns}}}}}
+	}
+	// RBAC reaches the caches first: a CA without publish shows it has.
+	eventually(t, func() error {
+		_, err := editor.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "deputy-probe"},
+			Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "p", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
+				KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}}}, metav1.CreateOptions{})
+		return err
+	})
+	_, err := editor.RotationV1alpha1().CertificateAuthorities().Create(ctx, newCA("deputy", "kube-system"), metav1.CreateOptions{})
+	requireForbidden(t, err, `namespace "kube-system"`, "configmaps")
+}

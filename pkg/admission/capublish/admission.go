@@ -1,0 +1,103 @@
+// Package capublish keeps spec.publish of a CertificateAuthority from
+// making rekey a confused deputy. rekey writes the published bundles with
+// its own identity in the host cluster, so whoever sets where they go must
+// be allowed to write there themselves: create on configmaps in each
+// listed namespace (in every namespace for a selector), and create on
+// clustertrustbundles for ClusterTrustBundles.
+package capublish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apiserver/pkg/admission"
+	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+// PluginName is the name to enable the plugin with.
+const PluginName = "CertificateAuthorityPublish"
+
+// Register adds the plugin to a plugin registry.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin checks the permissions behind spec.publish.
+type Plugin struct {
+	*admission.Handler
+	authorizer authorizer.Authorizer
+}
+
+var (
+	_ admission.ValidationInterface        = &Plugin{}
+	_ admission.InitializationValidator    = &Plugin{}
+	_ genericadmissioninit.WantsAuthorizer = &Plugin{}
+)
+
+// New returns a plugin that still needs an authorizer.
+func New() *Plugin { return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)} }
+
+// SetAuthorizer is called by the admission initializer.
+func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
+
+// ValidateInitialization refuses to start without an authorizer.
+func (p *Plugin) ValidateInitialization() error {
+	if p.authorizer == nil {
+		return fmt.Errorf("%s admission plugin requires an authorizer", PluginName)
+	}
+	return nil
+}
+
+// Validate checks a changed spec.publish against the user's own rights.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != rotation.Resource("certificateauthorities") || a.GetSubresource() != "" {
+		return nil
+	}
+	ca, ok := a.GetObject().(*rotation.CertificateAuthority)
+	if !ok {
+		return admission.NewForbidden(a, fmt.Errorf("expected a CertificateAuthority, got %T", a.GetObject()))
+	}
+	publish := ca.Spec.Publish
+	if old, ok := a.GetOldObject().(*rotation.CertificateAuthority); ok && equality.Semantic.DeepEqual(old.Spec.Publish, publish) {
+		return nil // unchanged: checked when it was set
+	}
+	if publish == nil {
+		return nil
+	}
+	u := a.GetUserInfo()
+	if u == nil {
+		return admission.NewForbidden(a, errors.New("no user information on the request"))
+	}
+	check := func(attrs authorizer.AttributesRecord, what string) error {
+		attrs.User, attrs.ResourceRequest, attrs.APIVersion = u, true, "*"
+		decision, _, _ := p.authorizer.Authorize(ctx, attrs)
+		if decision == authorizer.DecisionAllow {
+			return nil
+		}
+		return admission.NewForbidden(a, fmt.Errorf("spec.publish makes rekey write %s; user %q may not do that itself", what, u.GetName()))
+	}
+	if cm := publish.ConfigMaps; cm != nil {
+		for _, ns := range cm.Namespaces {
+			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps", Namespace: ns}, fmt.Sprintf("ConfigMaps in namespace %q (needs create on configmaps there)", ns)); err != nil {
+				return err
+			}
+		}
+		if cm.NamespaceSelector != nil {
+			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps"}, "ConfigMaps in namespaces picked by a selector (needs create on configmaps in all namespaces)"); err != nil {
+				return err
+			}
+		}
+	}
+	if publish.ClusterTrustBundle {
+		if err := check(authorizer.AttributesRecord{Verb: "create", APIGroup: "certificates.k8s.io", Resource: "clustertrustbundles"}, "ClusterTrustBundles (needs create on clustertrustbundles)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
