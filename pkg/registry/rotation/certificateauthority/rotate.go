@@ -56,6 +56,9 @@ func (r *RotateREST) GroupVersionKind(containingGV schema.GroupVersion) schema.G
 
 // Create starts or completes a rotation.
 func (r *RotateREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	if options == nil {
+		options = &metav1.CreateOptions{}
+	}
 	rot, ok := obj.(*rotation.Rotation)
 	if !ok {
 		return nil, apierrors.NewBadRequest("the rotate subresource takes a Rotation")
