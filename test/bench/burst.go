@@ -79,6 +79,9 @@ func impersonateNode(r *rest.Request, node string) *rest.Request {
 // kube-apiserver; the signer signs. The result is the time from the first
 // request to the last certificate.
 func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (result, error) {
+	// The watch ends with the burst, before the servers are stopped.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	nodes := make([]string, n)
 	requests := makeRequests(n, "", func(i int) pkix.Name {
 		nodes[i] = fmt.Sprintf("%s-node-%05d", prefix, i)
