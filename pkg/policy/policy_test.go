@@ -44,7 +44,10 @@ func build(t testing.TB, r req) (*certv1alpha1.CertificateSigningRequestSpec, *x
 		DNSNames: r.dns, IPAddresses: r.ips, EmailAddresses: r.emails, URIs: r.uris,
 	}
 	if r.ca {
-		val, _ := asn1.Marshal(struct{ IsCA bool }{true})
+		val, err := asn1.Marshal(struct{ IsCA bool }{true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		tmpl.ExtraExtensions = []pkix.Extension{{Id: oidBasicConstraints, Critical: true, Value: val}}
 	}
 	key := r.key

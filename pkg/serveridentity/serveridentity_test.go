@@ -39,7 +39,7 @@ func TestAuthenticator(t *testing.T) {
 		if header != "" {
 			req.Header.Set("Authorization", header)
 		}
-		if _, ok, _ := id.Authenticator().AuthenticateRequest(req); ok {
+		if _, ok, err := id.Authenticator().AuthenticateRequest(req); ok || err != nil {
 			t.Errorf("%s: authenticated as the controllers", name)
 		}
 	}

@@ -52,7 +52,10 @@ func TestProviderSwapsAndNotifies(t *testing.T) {
 	if p.Certificate() == nil || p.Certificate().Subject.CommonName != "first" {
 		t.Fatal("the start-up certificate is not served")
 	}
-	second, _ := pki.NewCA("second", time.Hour)
+	second, err := pki.NewCA("second", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.Set(second.CertPEM(), key)
 	cert, _ := p.CurrentCertKeyContent()
 	if l.n != 1 || string(cert) != string(second.CertPEM()) || p.Certificate().Subject.CommonName != "second" {
@@ -97,8 +100,14 @@ func TestManagerTrustsBeforeItServes(t *testing.T) {
 	scheme := runtime.NewScheme()
 	kube := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{apiServices: "APIServiceList"}, apiService)
 
-	startup, _ := pki.NewCA("startup", time.Hour)
-	startupKey, _ := startup.KeyPEM()
+	startup, err := pki.NewCA("startup", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startupKey, err := startup.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
 	provider := NewProvider(startup.CertPEM(), startupKey)
 	records := &memoryRecords{}
 	m := &Manager{cfg: Config{CAName: "serving", Hosts: []string{"rekey-apiserver.rekey-system.svc", "127.0.0.1"}, APIServices: []string{"v1alpha1.certificates.rekey.io"},
@@ -113,7 +122,7 @@ func TestManagerTrustsBeforeItServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	encoded, _, _ := unstructuredString(got.Object, "spec", "caBundle")
-	if bundle, _ := base64.StdEncoding.DecodeString(encoded); string(bundle) != caPEM {
+	if bundle, err := base64.StdEncoding.DecodeString(encoded); err != nil || string(bundle) != caPEM {
 		t.Fatal("the APIService's caBundle is not the CA's bundle")
 	}
 	served := provider.Certificate()

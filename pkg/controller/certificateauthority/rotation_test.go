@@ -93,7 +93,7 @@ func TestHandleWalksARotation(t *testing.T) {
 	if _, ok := keys.Keys[oldKey]; ok || len(keys.Keys) != 1 {
 		t.Fatalf("keys %v: the old key %s must be destroyed", keys.Keys, oldKey)
 	}
-	if b, _ := bindings.Get(ctx, "team-ca"); b.Previous != nil {
+	if b, err := bindings.Get(ctx, "team-ca"); err != nil || b.Previous != nil {
 		t.Fatal("the binding still lists the old key")
 	}
 }

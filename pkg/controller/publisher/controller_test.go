@@ -85,8 +85,14 @@ func TestHandlePublishesEverywhereAsked(t *testing.T) {
 	if err := c.Handle(ctx, teamCA("NEW")); err != nil {
 		t.Fatal(err)
 	}
-	cm, _ := kube.CoreV1().ConfigMaps("listed").Get(ctx, "team-ca", metav1.GetOptions{})
-	ctb, _ := kube.CertificatesV1().ClusterTrustBundles().Get(ctx, "example.com:team:team-ca", metav1.GetOptions{})
+	cm, err := kube.CoreV1().ConfigMaps("listed").Get(ctx, "team-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctb, err := kube.CertificatesV1().ClusterTrustBundles().Get(ctx, "example.com:team:team-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cm.Data[BundleKey] != "NEW" || ctb.Spec.TrustBundle != "NEW" {
 		t.Fatalf("not updated: %q %q", cm.Data[BundleKey], ctb.Spec.TrustBundle)
 	}
@@ -100,8 +106,8 @@ func TestHandleDoesNotOverwriteForeignObjects(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not overwritten") {
 		t.Fatalf("error %v", err)
 	}
-	cm, _ := kube.CoreV1().ConfigMaps("listed").Get(context.Background(), "team-ca", metav1.GetOptions{})
-	if cm.Data[BundleKey] != "theirs" {
+	cm, err := kube.CoreV1().ConfigMaps("listed").Get(context.Background(), "team-ca", metav1.GetOptions{})
+	if err != nil || cm.Data[BundleKey] != "theirs" {
 		t.Fatal("a ConfigMap rekey did not write was overwritten")
 	}
 	// The other namespace still got it.
