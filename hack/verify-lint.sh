@@ -6,7 +6,7 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$("$ROOT/hack/install-lint.sh")
 cd "$ROOT"
-"$BIN/golangci-lint" run ./...
+"$BIN/golangci-lint" run --allow-parallel-runners ./...
 packages=$(go list ./pkg/... ./cmd/... | grep -v /pkg/generated/)
 # shellcheck disable=SC2086
 "$BIN/logcheck" -check-contextual $packages
