@@ -13,6 +13,7 @@ package strictpem
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -74,4 +75,29 @@ func DecodeOne(data []byte, blockType string) (*pem.Block, error) {
 		return nil, fmt.Errorf("PEM block type must be %q, got %q", blockType, blocks[0].Type)
 	}
 	return blocks[0], nil
+}
+
+// Certificates decodes one or more CERTIFICATE blocks (at most maxBlocks)
+// and parses each: the reading of every certificate chain and bundle rekey
+// did not write itself.
+func Certificates(data []byte, maxBlocks int) ([]*x509.Certificate, error) {
+	blocks, err := Decode(data, maxBlocks)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
+		return nil, errors.New("must contain at least one PEM block of type \"CERTIFICATE\"")
+	}
+	certs := make([]*x509.Certificate, 0, len(blocks))
+	for i, block := range blocks {
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d is not a valid X.509 certificate: %v", i, err)
+		}
+		certs = append(certs, cert)
+	}
+	return certs, nil
 }

@@ -101,3 +101,17 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestCertificates(t *testing.T) {
+	cert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
+	for in, want := range map[string]string{
+		"":                                "at least one PEM block",
+		block("CERTIFICATE REQUEST", "x"): `only "CERTIFICATE" is allowed`,
+		cert:                              "not a valid X.509 certificate",
+		cert + cert:                       "more than 1 PEM blocks",
+	} {
+		if _, err := Certificates([]byte(in), 1); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Certificates(%.30q) error = %v, want %q", in, err, want)
+		}
+	}
+}

@@ -179,9 +179,9 @@ func (a *Authorities) fromFiles(ca *rotationv1alpha1.CertificateAuthority) (*Aut
 // ParseCertificatePEM parses a published CA certificate: exactly one
 // CERTIFICATE block.
 func ParseCertificatePEM(s string) (*x509.Certificate, error) {
-	block, err := strictpem.DecodeOne([]byte(s), "CERTIFICATE")
+	certs, err := strictpem.Certificates([]byte(s), 1)
 	if err != nil {
 		return nil, err
 	}
-	return x509.ParseCertificate(block.Bytes)
+	return certs[0], nil
 }

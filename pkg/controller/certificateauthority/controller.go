@@ -26,7 +26,6 @@ import (
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
-	"rekey.io/rekey/pkg/strictpem"
 )
 
 // fileRecheck is how often File CAs are re-read to publish a replaced CA.
@@ -230,11 +229,7 @@ func adoptable(ca *rotationv1alpha1.CertificateAuthority, keyID string, key cryp
 	if cur == nil || cur.KeyID != keyID {
 		return nil
 	}
-	blocks, err := strictpem.Decode([]byte(cur.Certificate), 1)
-	if err != nil || len(blocks) != 1 || blocks[0].Type != "CERTIFICATE" {
-		return nil
-	}
-	cert, err := x509.ParseCertificate(blocks[0].Bytes)
+	cert, err := ParseCertificatePEM(cur.Certificate)
 	if err != nil || !cert.IsCA || !signing.PublicKeysEqual(cert.PublicKey, key.Public()) || cert.CheckSignatureFrom(cert) != nil {
 		return nil
 	}

@@ -64,23 +64,5 @@ func ParseCertificateChain(data []byte) ([]*x509.Certificate, error) {
 	if len(data) > MaxCertificateBytes {
 		return nil, errCertificateTooLarge
 	}
-	blocks, err := strictpem.Decode(data, MaxCertificateBlocks)
-	if err != nil {
-		return nil, err
-	}
-	var certs []*x509.Certificate
-	for i, block := range blocks {
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d is not a valid X.509 certificate: %v", i, err)
-		}
-		certs = append(certs, cert)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("must contain at least one PEM block of type \"CERTIFICATE\"")
-	}
-	return certs, nil
+	return strictpem.Certificates(data, MaxCertificateBlocks)
 }

@@ -3,7 +3,6 @@ package validation
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -218,25 +217,7 @@ func parseCertificates(data string, maxBlocks int) ([]*x509.Certificate, error) 
 	if len(data) > maxStatusPEMBytes {
 		return nil, fmt.Errorf("larger than %d bytes", maxStatusPEMBytes)
 	}
-	blocks, err := strictpem.Decode([]byte(data), maxBlocks)
-	if err != nil {
-		return nil, err
-	}
-	if len(blocks) == 0 {
-		return nil, errors.New("no CERTIFICATE PEM block")
-	}
-	certs := make([]*x509.Certificate, 0, len(blocks))
-	for i, b := range blocks {
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d has type %q, only \"CERTIFICATE\" is allowed", i, b.Type)
-		}
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d is not an X.509 certificate", i)
-		}
-		certs = append(certs, cert)
-	}
-	return certs, nil
+	return strictpem.Certificates([]byte(data), maxBlocks)
 }
 
 func absolutePath(fldPath *field.Path, p string) field.ErrorList {
