@@ -7,6 +7,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
@@ -35,13 +36,18 @@ func (c completedConfig) installControllers(s *Server, etcdKeys *signing.EtcdKey
 		return err
 	}
 	return s.GenericAPIServer.AddPostStartHook("rekey-controllers", func(hook genericapiserver.PostStartHookContext) error {
-		loopback := hook.LoopbackClientConfig
-		if c.ExtraConfig.ControllerIdentity != nil {
-			loopback = c.ExtraConfig.ControllerIdentity.ClientConfig(loopback)
-		}
-		go s.Controllers.Run(hook, loopback)
+		go s.Controllers.Run(hook, c.controllersClientConfig(hook))
 		return nil
 	})
+}
+
+// controllersClientConfig is the loopback configuration with the
+// controllers' own identity (the only writer of CA and Signer status).
+func (c completedConfig) controllersClientConfig(hook genericapiserver.PostStartHookContext) *rest.Config {
+	if c.ExtraConfig.ControllerIdentity == nil {
+		return hook.LoopbackClientConfig
+	}
+	return c.ExtraConfig.ControllerIdentity.ClientConfig(hook.LoopbackClientConfig)
 }
 
 // installServingCA starts, on every replica, the manager of rekey's own
@@ -60,13 +66,9 @@ func (c completedConfig) installServingCA(s *Server, stores *certificateauthorit
 	}
 	host, _ := os.Hostname()
 	return s.GenericAPIServer.AddPostStartHook("rekey-serving-ca", func(hook genericapiserver.PostStartHookContext) error {
-		loopback := hook.LoopbackClientConfig
-		if c.ExtraConfig.ControllerIdentity != nil {
-			loopback = c.ExtraConfig.ControllerIdentity.ClientConfig(loopback)
-		}
 		bindings := cabinding.NewEtcdStore(s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
 		records := issuance.NewRecorder(hook, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
-		go servingcert.NewManager(*cfg, host, stores, bindings, records, kube).Run(hook, loopback)
+		go servingcert.NewManager(*cfg, host, stores, bindings, records, kube).Run(hook, c.controllersClientConfig(hook))
 		return nil
 	})
 }

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"slices"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 )
 
 // PrivilegedGroup is the group whose members bypass every authorization
@@ -27,12 +29,8 @@ func ClientAuthUsable(usages []string) bool {
 }
 
 func isExtKeyUsage(u string) bool {
-	for k := range extKeyUsages {
-		if string(k) == u {
-			return true
-		}
-	}
-	return false
+	_, ok := extKeyUsages[certv1alpha1.KeyUsage(u)]
+	return ok
 }
 
 // NamesPrivilegedGroup reports whether a subject's organizations, which

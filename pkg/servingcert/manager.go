@@ -17,6 +17,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -183,7 +184,10 @@ func (m *Manager) syncAPIServices(ctx context.Context, ca *rotationv1alpha1.Cert
 		if err != nil {
 			return false, fmt.Errorf("reading APIService %s: %w", name, err)
 		}
-		encoded, _, _ := unstructuredString(obj.Object, "spec", "caBundle")
+		encoded, _, err := unstructured.NestedString(obj.Object, "spec", "caBundle")
+		if err != nil {
+			return false, fmt.Errorf("APIService %s: %w", name, err)
+		}
 		have, _ := base64.StdEncoding.DecodeString(encoded)
 		if bytes.Equal(have, want) {
 			continue
@@ -198,22 +202,6 @@ func (m *Manager) syncAPIServices(ctx context.Context, ca *rotationv1alpha1.Cert
 		klog.FromContext(ctx).Info("APIService caBundle updated to the serving CA's bundle", "apiService", name)
 	}
 	return true, nil
-}
-
-func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
-	cur := any(obj)
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur, ok = m[f]
-		if !ok {
-			return "", false, nil
-		}
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
 
 // issue makes a key in memory and a serving certificate for it, records

@@ -121,7 +121,10 @@ func TestManagerTrustsBeforeItServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	encoded, _, _ := unstructuredString(got.Object, "spec", "caBundle")
+	encoded, _, err := unstructured.NestedString(got.Object, "spec", "caBundle")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if bundle, err := base64.StdEncoding.DecodeString(encoded); err != nil || string(bundle) != caPEM {
 		t.Fatal("the APIService's caBundle is not the CA's bundle")
 	}
