@@ -61,7 +61,10 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 	if err != nil || ca.Status.Current == nil {
 		t.Fatalf("CA: %v", err)
 	}
-	caCert, _ := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	caCert, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
