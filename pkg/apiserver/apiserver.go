@@ -24,6 +24,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
@@ -74,6 +75,9 @@ type ExtraConfig struct {
 	KeyStores KeyStoresConfig
 	// Controllers configures the controllers that run on the leader.
 	Controllers manager.Options
+	// SynchronousIssuance decides approvals' certificates, and NodeClient
+	// approvals, in the API writes themselves, on every replica.
+	SynchronousIssuance bool
 
 	// ServingCA, when set, serves rekey with a certificate from a CA it
 	// manages.
@@ -157,16 +161,23 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	keyStores := &certificateauthority.KeyStores{Etcd: etcdKeys, Allowed: c.ExtraConfig.KeyStores.Allowed}
 
 	generic, err := c.GenericConfig.New("rekey-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, fmt.Errorf("creating generic API server: %w", err)
 	}
 	s.GenericAPIServer = generic
-	if err := c.installAPIGroups(generic); err != nil {
+	var inWrites csrstorage.Issuer
+	if sync, err := c.newSynchronousIssuer(ctx, s, keyStores); err != nil {
+		return nil, err
+	} else if sync != nil {
+		inWrites = sync
+	}
+	if err := c.installAPIGroups(generic, inWrites); err != nil {
 		return nil, err
 	}
-	if err := c.installControllers(s, etcdKeys); err != nil {
+	if err := c.installControllers(s, keyStores); err != nil {
 		return nil, err
 	}
 	for name, hook := range c.ExtraConfig.PostStartHooks {
@@ -193,9 +204,10 @@ func (s *Server) close() {
 }
 
 // installAPIGroups installs certificates.rekey.io and rotation.rekey.io.
-func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer) error {
+// sync, when not nil, decides in the request path (package issuer).
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock)
+	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
 		return fmt.Errorf("creating certificatesigningrequests storage: %w", err)
 	}

@@ -13,18 +13,17 @@ import (
 	"rekey.io/rekey/pkg/controller/manager"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/servingcert"
-	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
 // installControllers registers the controllers' post-start hook and a
 // readiness check that fails while the controller manager cannot run, so a
 // replica without working controllers is not taken for a healthy one.
-func (c completedConfig) installControllers(s *Server, etcdKeys *signing.EtcdKeyStore) error {
+func (c completedConfig) installControllers(s *Server, keyStores *certificateauthority.KeyStores) error {
 	opts := c.ExtraConfig.Controllers
 	opts.Etcd = s.etcd
 	opts.PrivatePrefix = c.ExtraConfig.Etcd.PrivatePrefix
-	opts.KeyStores = &certificateauthority.KeyStores{Etcd: etcdKeys, Allowed: c.ExtraConfig.KeyStores.Allowed}
+	opts.KeyStores = keyStores
 	opts.Authorizer = c.GenericConfig.Authorization.Authorizer
 	// The host cluster, when there is one (never in standalone mode).
 	opts.KubeConfig = c.ExtraConfig.KubeConfig

@@ -158,7 +158,7 @@ func TestApprovedRequestIsSignedByTheBuiltInSigner(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`rekey_signer_requests_total{result="issued",signer_name="rekey.io/kube-apiserver-client"} 1`,
+		`rekey_signer_requests_total{path="approval",result="issued",signer_name="rekey.io/kube-apiserver-client"} 1`,
 		`rekey_signer_honored_duration_seconds_count{signer_name="rekey.io/kubelet-serving"} 1`,
 		`rekey_signer_approval_to_certificate_seconds_count{signer_name="rekey.io/kube-apiserver-client"} 1`,
 	} {

@@ -25,6 +25,9 @@ type ControllerOptions struct {
 	SignerWorkers int
 	// CleanerInterval is how often finished requests are deleted.
 	CleanerInterval time.Duration
+	// SynchronousIssuance signs in the approval write, and approves and
+	// signs at create for signers that approve without a person.
+	SynchronousIssuance bool
 }
 
 // NewControllerOptions returns the defaults.
@@ -35,6 +38,8 @@ func NewControllerOptions() *ControllerOptions {
 		LeaseDuration:   15 * time.Second,
 		SignerWorkers:   8,
 		CleanerInterval: time.Minute,
+
+		SynchronousIssuance: true,
 	}
 }
 
@@ -45,6 +50,7 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a dead leader holds the lease before another replica takes over.")
 	fs.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
 	fs.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
+	fs.BoolVar(&o.SynchronousIssuance, "synchronous-issuance", o.SynchronousIssuance, "Sign in the write that approves a request, and approve and sign at create for signers in NodeClient mode, on every replica. When false, or when this replica cannot reach a CA's key, the signer and approver controllers do it in writes of their own.")
 }
 
 // Validate reports every invalid controller option.
@@ -73,6 +79,7 @@ func (o *ControllerOptions) ApplyTo(c *apiserver.ExtraConfig) {
 	c.Controllers.Identity = replicaIdentity()
 	c.Controllers.SignerWorkers = o.SignerWorkers
 	c.Controllers.CleanerInterval = o.CleanerInterval
+	c.SynchronousIssuance = o.SynchronousIssuance
 }
 
 // replicaIdentity names this replica in the leader election.

@@ -16,6 +16,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/test/fixtures"
 )
 
@@ -91,7 +92,7 @@ func TestHandle(t *testing.T) {
 				t.Fatalf("actions %v, want one update of /approval", actions)
 			}
 			approved := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.CertificateSigningRequest)
-			if c := approved.Status.Conditions[0]; c.Type != certv1alpha1.CertificateApproved || c.Reason != ReasonAutoApproved || !strings.Contains(c.Message, tc.wantSubresource) {
+			if c := approved.Status.Conditions[0]; c.Type != certv1alpha1.CertificateApproved || c.Reason != issuer.ReasonAutoApproved || !strings.Contains(c.Message, tc.wantSubresource) {
 				t.Fatalf("condition %+v", c)
 			}
 			if len(tc.csr.Status.Conditions) != 0 {

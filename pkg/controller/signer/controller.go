@@ -4,7 +4,6 @@ package signer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -27,21 +25,8 @@ import (
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
-	"rekey.io/rekey/pkg/issuance"
-	"rekey.io/rekey/pkg/policy"
-	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/issuer"
 )
-
-// Failed condition reasons.
-const (
-	ReasonPolicyViolation = "SignerPolicyViolation"
-	ReasonInvalidRequest  = "InvalidRequest"
-)
-
-// Recorder records issuances before their certificates are published.
-type Recorder interface {
-	Record(ctx context.Context, rec issuance.Record) error
-}
 
 // Controller signs approved requests (a csrcontroller loop calling Handle)
 // and keeps each Signer's Ready condition (a loop over Signer names).
@@ -49,7 +34,7 @@ type Controller struct {
 	client      clientset.Interface
 	signers     certlisters.SignerLister
 	authorities *certificateauthority.Authorities
-	recorder    Recorder
+	signing     *issuer.Signing
 	clock       clock.PassiveClock
 
 	csrs         *csrcontroller.Controller
@@ -61,13 +46,13 @@ type Controller struct {
 // certificate or readiness (seen on the CA informer) re-checks the Signers
 // that use it and the requests that waited for them.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer,
-	caInformer rotationinformers.CertificateAuthorityInformer, authorities *certificateauthority.Authorities, recorder Recorder, clk clock.PassiveClock) *Controller {
-	RegisterMetrics()
+	caInformer rotationinformers.CertificateAuthorityInformer, authorities *certificateauthority.Authorities, recorder issuer.Recorder, clk clock.PassiveClock) *Controller {
+	issuer.RegisterMetrics()
 	c := &Controller{
 		client:       client,
 		signers:      signerInformer.Lister(),
 		authorities:  authorities,
-		recorder:     recorder,
+		signing:      &issuer.Signing{Authorities: authorities, Recorder: recorder, Clock: clk},
 		clock:        clk,
 		signerQueue:  runner.NewQueue[string]("signer-status"),
 		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
@@ -159,78 +144,28 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	if err != nil {
 		return err
 	}
-	signerName := csr.Spec.SignerName
-	req, err := validation.ParseStoredCSR(csr.Spec.Request)
+	approvedAt := time.Time{}
+	if approved := csrutil.Condition(csr, certv1alpha1.CertificateApproved); approved != nil {
+		approvedAt = approved.LastUpdateTime.Time
+	}
+	outcome, err := c.signing.Sign(ctx, signer, csr, approvedAt, issuer.PathController)
 	if err != nil {
-		requestsTotal.WithLabelValues(signerName, "failed").Inc()
-		return c.fail(ctx, csr, ReasonInvalidRequest, err.Error())
-	}
-	decision, err := policy.Evaluate(&signer.Spec.Policy, &csr.Spec, req)
-	var violation *policy.Violation
-	if errors.As(err, &violation) {
-		requestsTotal.WithLabelValues(signerName, "failed").Inc()
-		signingErrors.WithLabelValues(signerName, "policy").Inc()
-		reason := ReasonPolicyViolation
-		if violation.Reason != "" {
-			reason = violation.Reason
-		}
-		return c.fail(ctx, csr, reason, fmt.Sprintf("signer %s refused the request: %s", signerName, violation.Error()))
-	}
-	if err != nil {
-		return err
-	}
-	auth, err := c.authorities.Get(ctx, signer.Spec.CertificateAuthorityRef.Name)
-	if err != nil {
-		signingErrors.WithLabelValues(signerName, "ca_unavailable").Inc()
-		requestsTotal.WithLabelValues(signerName, "error").Inc()
-		return fmt.Errorf("signer %s: %w", signerName, err)
-	}
-	now := c.clock.Now()
-	certPEM, cert, err := signing.Issue(signing.Issuance{
-		Request: req, KeyUsage: decision.KeyUsage, ExtKeyUsage: decision.ExtKeyUsage, Duration: decision.Duration, Now: now,
-	}, auth.Cert, auth.Signer)
-	if err != nil {
-		signingErrors.WithLabelValues(signerName, "sign").Inc()
-		requestsTotal.WithLabelValues(signerName, "error").Inc()
-		return err
-	}
-	if err := c.recorder.Record(ctx, issuance.Record{
-		Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username, Subject: cert.Subject.String(),
-		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
-	}); err != nil {
-		signingErrors.WithLabelValues(signerName, "record").Inc()
 		return err
 	}
 	updated := csr.DeepCopy()
-	updated.Status.Certificate = certPEM
-	if _, err := c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// Someone else changed the request; the informer brings the
-			// new version, and an already-signed request is left alone.
-			return nil
-		}
-		signingErrors.WithLabelValues(signerName, "update").Inc()
-		return err
+	if outcome.Failure != nil {
+		now := metav1.NewTime(c.clock.Now())
+		updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+			Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: outcome.Failure.Reason, Message: outcome.Failure.Message,
+			LastUpdateTime: now, LastTransitionTime: now,
+		})
+	} else {
+		updated.Status.Certificate = outcome.Certificate
 	}
-	requestsTotal.WithLabelValues(signerName, "issued").Inc()
-	requestedDuration.WithLabelValues(signerName).Observe(decision.Requested.Seconds())
-	honoredDuration.WithLabelValues(signerName).Observe(cert.NotAfter.Sub(now).Seconds())
-	if approved := csrutil.Condition(csr, certv1alpha1.CertificateApproved); approved != nil && !approved.LastUpdateTime.IsZero() {
-		approvalToCertificate.WithLabelValues(signerName).Observe(now.Sub(approved.LastUpdateTime.Time).Seconds())
-	}
-	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", csr.Name, "signerName", signerName, "serial", fmt.Sprintf("%x", cert.SerialNumber), "notAfter", cert.NotAfter)
-	return nil
-}
-
-func (c *Controller) fail(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest, reason, message string) error {
-	updated := csr.DeepCopy()
-	now := metav1.NewTime(c.clock.Now())
-	updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
-		Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: reason, Message: message,
-		LastUpdateTime: now, LastTransitionTime: now,
-	})
-	_, err := c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"})
+	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// Someone else changed the request; the informer brings the new
+		// version, and an already-signed request is left alone.
 		return nil
 	}
 	return err

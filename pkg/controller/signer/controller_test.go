@@ -24,6 +24,7 @@ import (
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -91,12 +92,14 @@ func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture
 		t.Fatal(err)
 	}
 	f.client = fake.NewSimpleClientset(s)
+	authorities := certificateauthority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &certificateauthority.KeyStores{Etcd: keys}, bindings)
+	clk := clocktesting.NewFakePassiveClock(now)
 	f.c = &Controller{
 		client:      f.client,
 		signers:     certlisters.NewSignerLister(signerIndexer),
-		authorities: certificateauthority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &certificateauthority.KeyStores{Etcd: keys}, bindings),
-		recorder:    f.recorder,
-		clock:       clocktesting.NewFakePassiveClock(now),
+		authorities: authorities,
+		signing:     &issuer.Signing{Authorities: authorities, Recorder: f.recorder, Clock: clk},
+		clock:       clk,
 	}
 	return f
 }
@@ -151,7 +154,7 @@ func TestHandle(t *testing.T) {
 			wantActions: []string{"update/status"},
 			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
 				failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]
-				if failed.Type != certv1alpha1.CertificateFailed || failed.Reason != ReasonPolicyViolation || !strings.Contains(failed.Message, "policy.allowedUsages") || len(updated.Status.Certificate) != 0 {
+				if failed.Type != certv1alpha1.CertificateFailed || failed.Reason != issuer.ReasonPolicyViolation || !strings.Contains(failed.Message, "policy.allowedUsages") || len(updated.Status.Certificate) != 0 {
 					t.Errorf("want Failed naming policy.allowedUsages, got %+v", updated.Status)
 				}
 				if len(f.recorder.records) != 0 {
@@ -172,8 +175,8 @@ func TestHandle(t *testing.T) {
 			csr:         approvedCSR(t, "example.com/team", []byte("garbage"), certv1alpha1.UsageClientAuth),
 			wantActions: []string{"update/status"},
 			verify: func(t *testing.T, f *fixture, updated *certv1alpha1.CertificateSigningRequest) {
-				if failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]; failed.Reason != ReasonInvalidRequest {
-					t.Errorf("reason %q, want %s", failed.Reason, ReasonInvalidRequest)
+				if failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]; failed.Reason != issuer.ReasonInvalidRequest {
+					t.Errorf("reason %q, want %s", failed.Reason, issuer.ReasonInvalidRequest)
 				}
 			},
 		},

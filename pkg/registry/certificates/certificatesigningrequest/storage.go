@@ -1,10 +1,14 @@
 package certificatesigningrequest
 
 import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/util/dryrun"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates"
@@ -14,6 +18,35 @@ import (
 // REST is the main resource's storage.
 type REST struct {
 	*genericregistry.Store
+	issuing bool
+}
+
+// Create stores a request. With an issuer, a request its signer approves
+// without a person is approved and signed in this write (see Issuer).
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	if r.issuing && !dryrun.IsDryRun(options.DryRun) {
+		var w *write
+		ctx, w = withWrite(ctx)
+		createValidation = w.afterCreateValidation(createValidation)
+	}
+	return r.Store.Create(ctx, obj, createValidation, options)
+}
+
+// ApprovalREST is /approval. With an issuer, an approval of a request for
+// a signer this server serves carries the certificate (or the failure) in
+// the same write.
+type ApprovalREST struct {
+	*registry.SubresourceREST
+	issuing bool
+}
+
+func (r *ApprovalREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	if r.issuing && !dryrun.IsDryRun(options.DryRun) {
+		var w *write
+		ctx, w = withWrite(ctx)
+		updateValidation = w.afterUpdateValidation(updateValidation)
+	}
+	return r.SubresourceREST.Update(ctx, name, objInfo, createValidation, updateValidation, forceAllowCreate, options)
 }
 
 var _ rest.ShortNamesProvider = &REST{}
@@ -29,11 +62,13 @@ func (r *REST) Categories() []string { return []string{"rekey"} }
 type Storage struct {
 	CertificateSigningRequest *REST
 	Status                    *registry.SubresourceREST
-	Approval                  *registry.SubresourceREST
+	Approval                  *ApprovalREST
 }
 
-// NewStorage builds the stores for the main resource, /status and /approval.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clk clock.PassiveClock) (*Storage, error) {
+// NewStorage builds the stores for the main resource, /status and
+// /approval. iss, when not nil, decides in the approval and create writes
+// (package issuer); nil leaves every decision to the controllers.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clk clock.PassiveClock, iss Issuer) (*Storage, error) {
 	strategy := NewStrategy(scheme, clk)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &certificates.CertificateSigningRequest{} },
@@ -53,10 +88,16 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, err
 	}
+	issuing := iss != nil
+	if issuing {
+		// Under the watch cache, so that every write of every subresource
+		// passes; only writes the RESTs mark are decided on.
+		store.Storage.Storage = &issuingStorage{Interface: store.Storage.Storage, issuer: iss, clock: clk}
+	}
 
 	return &Storage{
-		CertificateSigningRequest: &REST{store},
+		CertificateSigningRequest: &REST{Store: store, issuing: issuing},
 		Status:                    registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
-		Approval:                  registry.NewSubresourceREST(store, NewApprovalStrategy(strategy)),
+		Approval:                  &ApprovalREST{SubresourceREST: registry.NewSubresourceREST(store, NewApprovalStrategy(strategy)), issuing: issuing},
 	}, nil
 }

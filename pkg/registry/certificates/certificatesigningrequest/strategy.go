@@ -152,12 +152,15 @@ func (approvalStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 	}
 }
 
-// PrepareForUpdate keeps everything but the conditions: spec and metadata
-// (but managed fields) as they were, so that the right to approve is not
-// also a right to relabel, annotate or add finalizers.
+// PrepareForUpdate keeps everything but the conditions: spec, certificate
+// and metadata (but managed fields) as they were, so that the right to
+// approve is not also a right to relabel, annotate or add finalizers, and
+// an approval that races with the signer (or repeats) keeps the stored
+// certificate instead of failing on it.
 func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
 	newCSR.Spec = oldCSR.Spec
+	newCSR.Status.Certificate = oldCSR.Status.Certificate
 	registry.KeepMetadata(newCSR, oldCSR)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
 }

@@ -1,4 +1,4 @@
-package approver
+package issuer
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package signer
+package issuer
 
 import (
 	"sync"
@@ -10,9 +10,9 @@ import (
 var (
 	requestsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "signer", Name: "requests_total",
-		Help:           "Approved requests handled by the signer, by signer name and result (issued, failed, error).",
+		Help:           "Approved requests handled by the signer, by signer name, result (issued, failed, error) and path (approval: signed in the approval write; create: approved and signed at create; controller: by the signer controller).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"signer_name", "result"})
+	}, []string{"signer_name", "result", "path"})
 	requestedDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace: "rekey", Subsystem: "signer", Name: "requested_duration_seconds",
 		Help:           "Certificate lifetime requested (or defaulted by policy), by signer name.",
@@ -27,7 +27,7 @@ var (
 	}, []string{"signer_name"})
 	approvalToCertificate = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace: "rekey", Subsystem: "signer", Name: "approval_to_certificate_seconds",
-		Help:           "Time from the Approved condition to the certificate being written, by signer name.",
+		Help:           "Time from the Approved condition to the certificate being signed, by signer name (near zero when signed in the approval write or at create).",
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"signer_name"})

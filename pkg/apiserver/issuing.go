@@ -1,0 +1,60 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+
+	"rekey.io/rekey/pkg/controller/certificateauthority"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
+	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/signing/cabinding"
+)
+
+// newSynchronousIssuer builds, on every replica, the issuer that decides in
+// the approval and create writes (nil when --synchronous-issuance=false).
+// It keeps its own cache of Signers and CertificateAuthorities, a few
+// objects, and never one of requests; the cache starts once the server
+// serves, and until it is complete every write is left to the controllers.
+func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, keyStores *certificateauthority.KeyStores) (*issuer.Synchronous, error) {
+	if !c.ExtraConfig.SynchronousIssuance {
+		return nil, nil
+	}
+	loopback := c.GenericConfig.LoopbackClientConfig
+	if loopback == nil {
+		return nil, fmt.Errorf("synchronous issuance needs the loopback client configuration")
+	}
+	cfg := rest.CopyConfig(loopback)
+	if c.ExtraConfig.ControllerIdentity != nil {
+		cfg = c.ExtraConfig.ControllerIdentity.ClientConfig(cfg)
+	}
+	client, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the issuer's client: %w", err)
+	}
+	issuer.RegisterMetrics()
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	signers := factory.Certificates().V1alpha1().Signers()
+	cas := factory.Rotation().V1alpha1().CertificateAuthorities()
+	prefix := c.ExtraConfig.Etcd.PrivatePrefix
+	sync := &issuer.Synchronous{
+		Signing: &issuer.Signing{
+			Authorities: certificateauthority.NewAuthorities(cas.Lister(), keyStores, cabinding.NewEtcdStore(s.etcd, prefix)),
+			Recorder:    issuance.NewRecorder(ctx, s.etcd, prefix),
+			Clock:       c.ExtraConfig.Clock,
+		},
+		Signers:    signers.Lister(),
+		Synced:     func() bool { return signers.Informer().HasSynced() && cas.Informer().HasSynced() },
+		Authorizer: c.GenericConfig.Authorization.Authorizer,
+	}
+	err = s.GenericAPIServer.AddPostStartHook("rekey-synchronous-issuer", func(hook genericapiserver.PostStartHookContext) error {
+		factory.Start(hook.Done())
+		return nil
+	})
+	return sync, err
+}

@@ -1,0 +1,117 @@
+package issuer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/admission/signerauth"
+	"rekey.io/rekey/pkg/apis/certificates"
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+)
+
+// Synchronous decides in the request path, on every replica: the
+// certificate of an approval, and approval and certificate at create for
+// signers that approve without a person. Whatever it cannot decide now (no
+// Signer object, a CA this replica cannot reach, a review that failed) it
+// leaves undecided, and the controllers finish it.
+type Synchronous struct {
+	Signing *Signing
+	// Signers lists Signer objects; Synced says the list is complete.
+	Signers certlisters.SignerLister
+	Synced  func() bool
+	// Authorizer checks the approver's "approve" permission again (the
+	// SignerApproval admission plugin checks it first) and answers the
+	// NodeClient SubjectAccessReview.
+	Authorizer authorizer.Authorizer
+}
+
+// served returns the Signer object serving the request's signer name, or
+// nil when there is none (an external signer) or the list is not there yet.
+func (s *Synchronous) served(signerName string) (*certv1alpha1.Signer, error) {
+	if s.Synced != nil && !s.Synced() {
+		return nil, nil
+	}
+	signer, err := s.Signers.Get(validation.SignerObjectName(signerName))
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return signer, err
+}
+
+// AtApproval signs a request in the write that approves it. The caller
+// calls it only once admission allowed the write and only for a request
+// that will be stored approved, without a certificate and not failed. The
+// approver's permission is checked here again, so that no configuration of
+// admission plugins lets an approval sign without it: an approver without
+// "approve" on the signer gets Forbidden and nothing is signed.
+func (s *Synchronous) AtApproval(ctx context.Context, csr *certificates.CertificateSigningRequest, approvedAt time.Time) (Outcome, error) {
+	signer, err := s.served(csr.Spec.SignerName)
+	if signer == nil || err != nil {
+		return Outcome{}, nil
+	}
+	approver, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return Outcome{}, apierrors.NewForbidden(certificates.Resource("certificatesigningrequests"), csr.Name, fmt.Errorf("no user in the request"))
+	}
+	if d := signerauth.Check(ctx, s.Authorizer, approver, signerauth.VerbApprove, csr.Spec.SignerName); !d.Allowed {
+		return Outcome{}, apierrors.NewForbidden(certificates.Resource("certificatesigningrequests"), csr.Name,
+			fmt.Errorf("%s", signerauth.ForbiddenMessage(approver, signerauth.VerbApprove, csr.Spec.SignerName)))
+	}
+	versioned, err := toVersioned(csr)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out, err := s.Signing.Sign(ctx, signer, versioned, approvedAt, PathApproval)
+	if err != nil {
+		// The signer controller signs it when it can.
+		klog.FromContext(ctx).V(2).Info("Approved without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
+		return Outcome{}, nil
+	}
+	return out, nil
+}
+
+// AtCreate decides a request at create, after it was authorized, validated
+// and admitted: for a signer that approves without a person, the review
+// runs now, and an approved request is signed in the same write. A request
+// not approved now is stored pending, for a person (or a later review).
+func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.CertificateSigningRequest) (Outcome, error) {
+	signer, err := s.served(csr.Spec.SignerName)
+	if signer == nil || err != nil || signer.Spec.Approval.Mode == certv1alpha1.ApprovalManual {
+		return Outcome{}, nil
+	}
+	versioned, err := toVersioned(csr)
+	if err != nil {
+		return Outcome{}, err
+	}
+	approval, err := AutoApproveNodeClient(ctx, s.Authorizer, signer, versioned)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Stored pending: the review failed; the approver will ask again", "csr", csr.Name, "err", err)
+		return Outcome{}, nil
+	}
+	if approval == nil {
+		return Outcome{}, nil
+	}
+	out, err := s.Signing.Sign(ctx, signer, versioned, s.Signing.Clock.Now(), PathCreate)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
+		out = Outcome{}
+	}
+	out.Approval = approval
+	return out, nil
+}
+
+func toVersioned(csr *certificates.CertificateSigningRequest) (*certv1alpha1.CertificateSigningRequest, error) {
+	out := &certv1alpha1.CertificateSigningRequest{}
+	if err := certv1alpha1.Convert_certificates_CertificateSigningRequest_To_v1alpha1_CertificateSigningRequest(csr, out, nil); err != nil {
+		return nil, fmt.Errorf("converting request %s: %w", csr.Name, err)
+	}
+	return out, nil
+}
