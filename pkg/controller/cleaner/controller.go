@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -18,7 +17,6 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
-	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 )
 
 // Retention periods, as kube-controller-manager's csrcleaner uses them.
@@ -27,17 +25,22 @@ const (
 	FinishedExpiration = time.Hour
 )
 
-// Controller deletes expired requests.
+// Controller deletes expired requests. It keeps no cache: every interval
+// it lists the requests a page at a time, so that the server does not hold
+// a second copy of every stored request for a task that runs once a
+// minute.
 type Controller struct {
 	client   clientset.Interface
-	lister   certlisters.CertificateSigningRequestLister
 	clock    clock.PassiveClock
 	interval time.Duration
 }
 
+// pageSize bounds what one list returns, and so what the cleaner holds.
+const pageSize = 500
+
 // NewController returns a cleaner that looks every interval.
-func NewController(client clientset.Interface, lister certlisters.CertificateSigningRequestLister, clk clock.PassiveClock, interval time.Duration) *Controller {
-	return &Controller{client: client, lister: lister, clock: clk, interval: interval}
+func NewController(client clientset.Interface, clk clock.PassiveClock, interval time.Duration) *Controller {
+	return &Controller{client: client, clock: clk, interval: interval}
 }
 
 // Run cleans until ctx is done.
@@ -47,13 +50,25 @@ func (c *Controller) Run(ctx context.Context) {
 
 // CleanOnce deletes every request that is due.
 func (c *Controller) CleanOnce(ctx context.Context) {
-	csrs, err := c.lister.List(labels.Everything())
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Listing requests to clean")
-		return
+	opts := metav1.ListOptions{Limit: pageSize}
+	for {
+		page, err := c.client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, opts)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Listing requests to clean")
+			return
+		}
+		c.clean(ctx, page.Items)
+		if page.Continue == "" {
+			return
+		}
+		opts.Continue = page.Continue
 	}
+}
+
+func (c *Controller) clean(ctx context.Context, csrs []certv1alpha1.CertificateSigningRequest) {
 	now := c.clock.Now()
-	for _, csr := range csrs {
+	for i := range csrs {
+		csr := &csrs[i]
 		why, due := Due(csr, now)
 		if !due {
 			continue

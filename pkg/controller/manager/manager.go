@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -135,18 +136,23 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
 	opts := m.opts
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(TrimForCache))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute)
+	// Each request controller watches only the requests it acts on (field
+	// selector "state"): a request issued in the write that approved it
+	// passes through the approver's cache briefly and never enters the
+	// signer's, and no controller keeps the finished ones.
+	pendingFactory := csrFactory(client, certv1alpha1.StatePending)
+	approvedFactory := csrFactory(client, certv1alpha1.StateApproved)
 	clk := clock.RealClock{}
 	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
-	csrInformer := factory.Certificates().V1alpha1().CertificateSigningRequests()
 	signerInformer := factory.Certificates().V1alpha1().Signers()
 
 	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
 	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
 	caController := certificateauthority.NewController(client, caInformer, authorities, recorder, clk)
-	signerController := signer.NewController(client, csrInformer, signerInformer, caInformer, authorities, recorder, clk)
-	approverController := approver.NewController(client, csrInformer, signerInformer, opts.Authorizer, clk)
-	cleanerController := cleaner.NewController(client, csrInformer.Lister(), clk, opts.CleanerInterval)
+	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, authorities, recorder, clk)
+	approverController := approver.NewController(client, pendingFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, opts.Authorizer, clk)
+	cleanerController := cleaner.NewController(client, clk, opts.CleanerInterval)
 
 	var publisherController *publisher.Controller
 	var kubeFactory kubeinformers.SharedInformerFactory
@@ -165,7 +171,10 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		caController.SetEventRecorder(broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"}))
 	}
 
-	factory.Start(ctx.Done())
+	for _, f := range []informers.SharedInformerFactory{factory, pendingFactory, approvedFactory} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
 	var wg sync.WaitGroup
 	run := func(f func()) {
 		wg.Add(1)
@@ -179,17 +188,20 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
 	run(func() { approverController.Run(ctx, opts.SignerWorkers) })
-	run(func() {
-		if factory.WaitForCacheSync(ctx.Done()); ctx.Err() == nil {
-			cleanerController.Run(ctx)
-		}
-	})
+	run(func() { cleanerController.Run(ctx) })
 	logger.Info("Controllers started", "signerWorkers", opts.SignerWorkers)
 	<-ctx.Done()
 	wg.Wait()
-	factory.Shutdown()
 	logger.Info("Controllers stopped")
 	return nil
+}
+
+// csrFactory is an informer factory for the requests in one state.
+func csrFactory(client clientset.Interface, state string) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(TrimForCache),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(certv1alpha1.StateField, state).String()
+		}))
 }
 
 // TrimForCache drops from the controllers' cache what no controller reads,

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"rekey.io/rekey/pkg/apis/certificates"
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/registry"
 )
@@ -233,9 +234,31 @@ func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return labels.Set(csr.Labels), SelectableFields(csr), nil
 }
 
-// SelectableFields are the fields a list or watch may select on.
+// SelectableFields are the fields a list or watch may select on:
+// spec.signerName, and state, computed from the status.
 func SelectableFields(csr *certificates.CertificateSigningRequest) fields.Set {
-	return generic.AddObjectMetaFieldsSet(fields.Set{"spec.signerName": csr.Spec.SignerName}, &csr.ObjectMeta, false)
+	return generic.AddObjectMetaFieldsSet(fields.Set{
+		certv1alpha1.SignerNameField: csr.Spec.SignerName,
+		certv1alpha1.StateField:      State(csr),
+	}, &csr.ObjectMeta, false)
+}
+
+// State is where a request is in its life: Denied or Failed when it ended
+// so, Issued once it has a certificate, Approved while it waits for one,
+// Pending before a decision.
+func State(csr *certificates.CertificateSigningRequest) string {
+	switch {
+	case findCondition(csr, certificates.CertificateDenied) != nil:
+		return certv1alpha1.StateDenied
+	case findCondition(csr, certificates.CertificateFailed) != nil:
+		return certv1alpha1.StateFailed
+	case len(csr.Status.Certificate) > 0:
+		return certv1alpha1.StateIssued
+	case findCondition(csr, certificates.CertificateApproved) != nil:
+		return certv1alpha1.StateApproved
+	default:
+		return certv1alpha1.StatePending
+	}
 }
 
 // Matcher selects requests by label and field.
