@@ -22,8 +22,9 @@ import (
 // layer) or certificates.k8s.io with kube-controller-manager, for comparison.
 type burstAPI struct {
 	name string
-	// create posts node's request as the node (impersonated).
-	create func(ctx context.Context, node string, request []byte) error
+	// create posts node's request as the node (impersonated), and says
+	// whether the response already holds the certificate.
+	create func(ctx context.Context, node string, request []byte) (bool, error)
 	// watch reports finished requests, named "burst-<node>".
 	watch target
 }
@@ -31,7 +32,7 @@ type burstAPI struct {
 func rekeyBurst(client clientset.Interface) burstAPI {
 	return burstAPI{
 		name: "rekey (aggregated; NodeClient auto-approval via SubjectAccessReview)",
-		create: func(ctx context.Context, node string, request []byte) error {
+		create: func(ctx context.Context, node string, request []byte) (bool, error) {
 			csr := &certv1alpha1.CertificateSigningRequest{
 				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
 				Spec: certv1alpha1.CertificateSigningRequestSpec{
@@ -40,7 +41,9 @@ func rekeyBurst(client clientset.Interface) burstAPI {
 					Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
 				},
 			}
-			return impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
+			out := &certv1alpha1.CertificateSigningRequest{}
+			err := impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Body(csr).Do(ctx).Into(out)
+			return err == nil && len(out.Status.Certificate) > 0, err
 		},
 		watch: &rekeyTarget{client: client},
 	}
@@ -49,7 +52,7 @@ func rekeyBurst(client clientset.Interface) burstAPI {
 func nativeBurst(client kubernetes.Interface) burstAPI {
 	return burstAPI{
 		name: "native (kube-controller-manager csrapproving: selfnodeclient SubjectAccessReview)",
-		create: func(ctx context.Context, node string, request []byte) error {
+		create: func(ctx context.Context, node string, request []byte) (bool, error) {
 			csr := &certificatesv1.CertificateSigningRequest{
 				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
 				Spec: certificatesv1.CertificateSigningRequestSpec{
@@ -58,7 +61,7 @@ func nativeBurst(client kubernetes.Interface) burstAPI {
 					Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
 				},
 			}
-			return impersonateNode(client.CertificatesV1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
+			return false, impersonateNode(client.CertificatesV1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
 		},
 		watch: &nativeTarget{client: client},
 	}
@@ -95,12 +98,20 @@ func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (re
 	left.Store(int64(n))
 	allDone := make(chan struct{})
 	var doneAt time.Time
-	if err := api.watch.Watch(ctx, func(name string, failed bool) {
+	var doneMu sync.Mutex
+	finish := func(name string) {
 		if _, ok := remaining.LoadAndDelete(name); ok {
 			if left.Add(-1) == 0 {
+				doneMu.Lock()
 				doneAt = time.Now()
+				doneMu.Unlock()
 				close(allDone)
 			}
+		}
+	}
+	if err := api.watch.Watch(ctx, func(name string, failed bool) {
+		if !failed {
+			finish(name)
 		}
 	}); err != nil {
 		return result{}, err
@@ -120,10 +131,13 @@ func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (re
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				err := api.create(ctx, nodes[i], requests[i])
+				issued, err := api.create(ctx, nodes[i], requests[i])
 				if err != nil {
 					errs.Add(1)
 					fmt.Fprintf(os.Stderr, "  burst create: %v\n", err)
+				}
+				if issued {
+					finish("burst-" + nodes[i])
 				}
 			}
 		}()
@@ -137,7 +151,9 @@ func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (re
 	issued := n - int(left.Load())
 	r := result{Name: api.name, Issued: issued, Errors: int(errs.Load()), Requested: n}
 	if left.Load() == 0 {
+		doneMu.Lock()
 		r.Elapsed = doneAt.Sub(start)
+		doneMu.Unlock()
 	} else {
 		r.Elapsed = time.Since(start)
 	}

@@ -26,19 +26,19 @@ type rekeyTarget struct {
 	autoApproved bool
 }
 
-func (r *rekeyTarget) Create(ctx context.Context, name string, request []byte) error {
-	_, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, &certv1alpha1.CertificateSigningRequest{
+func (r *rekeyTarget) Create(ctx context.Context, name string, request []byte) (bool, error) {
+	out, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, &certv1alpha1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certv1alpha1.CertificateSigningRequestSpec{
 			Request: request, SignerName: r.signerName, Usages: r.usages, ExpirationSeconds: ptr.To[int32](3600),
 		},
 	}, metav1.CreateOptions{})
-	return err
+	return err == nil && len(out.Status.Certificate) > 0, err
 }
 
-func (r *rekeyTarget) Approve(ctx context.Context, name string) error {
+func (r *rekeyTarget) Approve(ctx context.Context, name string) (bool, error) {
 	if r.autoApproved {
-		return nil
+		return false, nil
 	}
 	// One request, one write: the approval carries only the name and the
 	// condition, as an unconditional update; /approval keeps the stored
@@ -47,8 +47,8 @@ func (r *rekeyTarget) Approve(ctx context.Context, name string) error {
 	csr.Status.Conditions = append(csr.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
 		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "Bench",
 	})
-	_, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})
-	return err
+	out, err := r.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})
+	return err == nil && len(out.Status.Certificate) > 0, err
 }
 
 func (r *rekeyTarget) Watch(ctx context.Context, done func(string, bool)) error {
@@ -123,7 +123,7 @@ type nativeTarget struct {
 	signerName string
 }
 
-func (n *nativeTarget) Create(ctx context.Context, name string, request []byte) error {
+func (n *nativeTarget) Create(ctx context.Context, name string, request []byte) (bool, error) {
 	_, err := n.client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
@@ -131,16 +131,16 @@ func (n *nativeTarget) Create(ctx context.Context, name string, request []byte) 
 			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		},
 	}, metav1.CreateOptions{})
-	return err
+	return false, err
 }
 
-func (n *nativeTarget) Approve(ctx context.Context, name string) error {
+func (n *nativeTarget) Approve(ctx context.Context, name string) (bool, error) {
 	csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
 		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Bench",
 	})
 	_, err := n.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})
-	return err
+	return false, err
 }
 
 func (n *nativeTarget) Watch(ctx context.Context, done func(string, bool)) error {

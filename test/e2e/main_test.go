@@ -6,12 +6,27 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"rekey.io/rekey/test/framework"
 )
 
 var cluster *framework.Cluster
+
+// Audit logs of both servers (requests to certificates.rekey.io only, at
+// Metadata level), for the tests that check who did what.
+var kubeAuditLog, rekeyAuditLog string
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: certificates.rekey.io
+- level: None
+`
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -28,10 +43,17 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kubeAuditLog, rekeyAuditLog = filepath.Join(dir, "kube-apiserver-audit.log"), filepath.Join(dir, "rekey-apiserver-audit.log")
 	cluster, err = framework.StartCluster(dir, rekey, framework.ClusterOptions{
 		// Profiling on: /debug/pprof redirects in the generic server, so
 		// TestRekeyNeverRedirects exercises the no-redirect filter.
-		RekeyArgs: []string{"--profiling"},
+		RekeyArgs:         []string{"--profiling", "--audit-policy-file=" + policy, "--audit-log-path=" + rekeyAuditLog},
+		KubeAPIServerArgs: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + kubeAuditLog},
 		Logf:      func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
 	})
 	if err != nil {

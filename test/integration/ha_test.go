@@ -22,12 +22,24 @@ import (
 const leaseDuration = 3 * time.Second
 
 // TestOnlyTheLeaderSignsAndAKilledLeaderHandsOver runs two replicas on one
-// etcd: one runs the controllers; killing it hands the work to the other
-// within the lease time, and no request is signed twice.
+// etcd: one runs the controllers; killing it hands the controllers' work to
+// the other within the lease time, and no request is signed twice. With
+// synchronous issuance (the default) every replica signs in the approval
+// write, so signing does not even wait for the new leader; without it,
+// signing is the leader's alone and resumes once the lease has passed.
 func TestOnlyTheLeaderSignsAndAKilledLeaderHandsOver(t *testing.T) {
+	for _, synchronous := range []bool{true, false} {
+		t.Run(fmt.Sprintf("synchronous-issuance=%v", synchronous), func(t *testing.T) {
+			testLeaderHandover(t, synchronous)
+		})
+	}
+}
+
+func testLeaderHandover(t *testing.T, synchronous bool) {
 	etcdURL, etcd := framework.StartEtcd(t)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	args := []string{"--etcd-servers=" + etcdURL, "--leader-elect-lease-duration=" + leaseDuration.String()}
+	args := []string{"--etcd-servers=" + etcdURL, "--leader-elect-lease-duration=" + leaseDuration.String(),
+		fmt.Sprintf("--synchronous-issuance=%v", synchronous)}
 	a := framework.StartStandalone(t, dirA, args...)
 	// The replicas share the PKI and key-encryption key, as replicas of a
 	// Deployment share their Secrets.
@@ -37,23 +49,32 @@ func TestOnlyTheLeaderSignsAndAKilledLeaderHandsOver(t *testing.T) {
 	b := framework.StartStandalone(t, dirB, args...)
 
 	leader, follower := waitForLeader(t, a, b)
-	signBatch(t, follower.Client, "before", 10)
+	caOf(t, follower.Client, "rekey.io-kube-apiserver-client")
+	if got := signBatch(t, follower.Client, "before", 10); synchronous && got != 10 {
+		t.Fatalf("the follower signed %d of 10 approvals in the approval write, want all", got)
+	}
 	if n := strings.Count(follower.Log(), "Became leader"); n != 0 {
 		t.Fatalf("the follower became leader %d times while the leader lived", n)
 	}
 
 	leader.Kill()
 	killedAt := time.Now()
-	signBatch(t, follower.Client, "after", 10)
+	inResponse := signBatch(t, follower.Client, "after", 10)
 	took := time.Since(killedAt)
-	if !strings.Contains(follower.Log(), "Became leader") {
+	if synchronous && inResponse != 10 {
+		t.Fatalf("after the leader died, %d of 10 approvals carried their certificate", inResponse)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, leaseDuration+20*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(follower.Log(), "Became leader"), nil
+	})
+	if err != nil {
 		t.Fatal("the surviving replica never became leader")
 	}
 	// The lease expires after leaseDuration; signing must resume soon after.
 	if took > leaseDuration+20*time.Second {
 		t.Fatalf("work resumed %s after the leader died, lease is %s", took, leaseDuration)
 	}
-	t.Logf("signing resumed %s after the leader was killed (lease %s)", took.Round(time.Millisecond), leaseDuration)
+	t.Logf("10 requests signed %s after the leader was killed (lease %s), %d in the approval response", took.Round(time.Millisecond), leaseDuration, inResponse)
 
 	// Every request was signed exactly once.
 	records, err := etcd.Get(context.Background(), "/rekey.io-private/issued/", clientv3.WithPrefix())
@@ -101,13 +122,18 @@ func waitForLeader(t *testing.T, a, b *framework.Standalone) (leader, follower *
 	return leader, follower
 }
 
-func signBatch(t *testing.T, client clientset.Interface, prefix string, n int) {
+// signBatch creates and approves n requests and waits for their
+// certificates; it returns how many approval responses carried theirs.
+func signBatch(t *testing.T, client clientset.Interface, prefix string, n int) (inResponse int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		createAndApprove(t, client, requestFor(t, fmt.Sprintf("ha-%s-%d", prefix, i), "rekey.io/kube-apiserver-client",
-			fixtures.CSROptions{CommonName: "ha"}, certv1alpha1.UsageClientAuth))
+		if issued(createAndApprove(t, client, requestFor(t, fmt.Sprintf("ha-%s-%d", prefix, i), "rekey.io/kube-apiserver-client",
+			fixtures.CSROptions{CommonName: "ha"}, certv1alpha1.UsageClientAuth))) {
+			inResponse++
+		}
 	}
 	for i := 0; i < n; i++ {
 		waitForCertificate(t, client, fmt.Sprintf("ha-%s-%d", prefix, i))
 	}
+	return inResponse
 }

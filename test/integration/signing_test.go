@@ -35,7 +35,8 @@ func requestFor(t *testing.T, name, signer string, o fixtures.CSROptions, usages
 	}
 }
 
-func createAndApprove(t *testing.T, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest) {
+// createAndApprove returns the approval's response.
+func createAndApprove(t *testing.T, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest) *certv1alpha1.CertificateSigningRequest {
 	t.Helper()
 	ctx := context.Background()
 	created, err := client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
@@ -43,9 +44,11 @@ func createAndApprove(t *testing.T, client clientset.Interface, csr *certv1alpha
 		t.Fatalf("create %s: %v", csr.Name, err)
 	}
 	addCondition(created, certv1alpha1.CertificateApproved, "Test")
-	if _, err := client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, created.Name, created, metav1.UpdateOptions{}); err != nil {
+	approved, err := client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, created.Name, created, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatalf("approve %s: %v", csr.Name, err)
 	}
+	return approved
 }
 
 // waitFor polls a request until cond holds.
