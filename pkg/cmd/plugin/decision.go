@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
@@ -96,6 +98,7 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 		message = fmt.Sprintf("This request was %s by kubectl rekey %s.", o.past, o.verb)
 	}
 	unchanged := false
+	var stored *certv1alpha1.CertificateSigningRequest
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -124,7 +127,7 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 		} else {
 			csr.Status.Conditions = append(csr.Status.Conditions, cond)
 		}
-		_, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{FieldManager: "kubectl-rekey"})
+		stored, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{FieldManager: "kubectl-rekey"})
 		return err
 	})
 	if err != nil {
@@ -137,8 +140,29 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 	if unchanged {
 		suffix = " (no change)"
 	}
-	fmt.Fprintf(o.streams.Out, "certificatesigningrequest.certificates.rekey.io/%s %s%s\n", name, o.past, suffix)
+	fmt.Fprintf(o.streams.Out, "certificatesigningrequest.certificates.rekey.io/%s %s%s%s\n", name, o.past, suffix, outcome(stored))
 	return nil
+}
+
+// outcome describes what the approval write itself decided: rekey signs
+// (or fails the request) in the same write for the signers it serves.
+func outcome(csr *certv1alpha1.CertificateSigningRequest) string {
+	if csr == nil {
+		return ""
+	}
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certv1alpha1.CertificateFailed {
+			return fmt.Sprintf("; failed: %s: %s", c.Reason, c.Message)
+		}
+	}
+	if len(csr.Status.Certificate) == 0 {
+		return ""
+	}
+	certs, err := validation.ParseCertificateChain(csr.Status.Certificate)
+	if err != nil || len(certs) == 0 {
+		return "; issued"
+	}
+	return fmt.Sprintf("; issued to %q, valid until %s", certs[0].Subject.String(), certs[0].NotAfter.UTC().Format(time.RFC3339))
 }
 
 func pastOf(t certv1alpha1.RequestConditionType) string {

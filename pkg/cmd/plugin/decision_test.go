@@ -3,8 +3,16 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -67,5 +75,35 @@ func TestDecision(t *testing.T) {
 				t.Fatalf("%d updates, want %d", updates, tc.wantUpdates)
 			}
 		})
+	}
+}
+
+// TestOutcomeReportsWhatTheApprovalWriteDecided: rekey signs (or fails)
+// in the approval write, and the plugin says so.
+func TestOutcomeReportsWhatTheApprovalWriteDecided(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAfter := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "alice"}, NotAfter: notAfter}, &x509.Certificate{SerialNumber: big.NewInt(2)}, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := &certv1alpha1.CertificateSigningRequest{Status: certv1alpha1.CertificateSigningRequestStatus{Certificate: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}}
+	failed := &certv1alpha1.CertificateSigningRequest{Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{
+		{Type: certv1alpha1.CertificateApproved}, {Type: certv1alpha1.CertificateFailed, Reason: "SignerPolicyViolation", Message: "usage server auth"}}}}
+	for _, tc := range []struct {
+		csr  *certv1alpha1.CertificateSigningRequest
+		want string
+	}{
+		{nil, ""},
+		{&certv1alpha1.CertificateSigningRequest{}, ""},
+		{issued, `; issued to "CN=alice", valid until 2027-01-02T03:04:05Z`},
+		{failed, "; failed: SignerPolicyViolation: usage server auth"},
+	} {
+		if got := outcome(tc.csr); got != tc.want {
+			t.Errorf("outcome = %q, want %q", got, tc.want)
+		}
 	}
 }
