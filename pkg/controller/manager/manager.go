@@ -30,7 +30,6 @@ import (
 	"rekey.io/rekey/pkg/controller/approver"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -204,20 +203,13 @@ func csrFactory(client clientset.Interface, state string) informers.SharedInform
 		}))
 }
 
-// TrimForCache drops from the controllers' cache what no controller reads,
-// so that the process holding the API server's watch cache does not hold a
-// second full copy of every request: managed fields always, and the
-// request itself once the request is finished (issued, denied or failed).
-// The objects are only read from the cache; writes start from them but the
-// API keeps the stored spec on every subresource update.
+// TrimForCache drops what no controller reads from the objects the
+// controllers cache: managed fields, often the larger part of a small
+// object. (Which requests are cached at all is the field selector's job:
+// only those a controller acts on, see csrFactory.)
 func TrimForCache(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-	}
-	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok {
-		if len(csr.Status.Certificate) > 0 || csrutil.IsDenied(csr) || csrutil.IsFailed(csr) {
-			csr.Spec.Request = nil
-		}
 	}
 	return obj, nil
 }

@@ -7,8 +7,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 )
 
 func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
@@ -26,18 +28,32 @@ func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
 	if got.ManagedFields != nil {
 		t.Error("managed fields kept")
 	}
-	if string(got.Spec.Request) != "req" {
-		t.Error("the request of an unsigned request was dropped; the signer needs it")
+	if string(got.Spec.Request) != "req" || len(got.Status.Conditions) != 1 {
+		t.Error("the request or its conditions were dropped; the signer needs them")
 	}
-	issued := pending.DeepCopy()
-	issued.Status.Certificate = []byte("cert")
-	out, err = TrimForCache(issued)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestControllersWatchOnlyWhatTheyActOn: the approver's and signer's
+// informers select by state.
+func TestControllersWatchOnlyWhatTheyActOn(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	for _, state := range []string{certv1alpha1.StatePending, certv1alpha1.StateApproved} {
+		f := csrFactory(client, state)
+		f.Certificates().V1alpha1().CertificateSigningRequests().Informer()
+		ctx, cancel := context.WithCancel(context.Background())
+		f.Start(ctx.Done())
+		f.WaitForCacheSync(ctx.Done())
+		cancel()
+		f.Shutdown()
 	}
-	got = out.(*certv1alpha1.CertificateSigningRequest)
-	if got.Spec.Request != nil || string(got.Status.Certificate) != "cert" {
-		t.Errorf("issued request: request %q, certificate %q", got.Spec.Request, got.Status.Certificate)
+	var selectors []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" {
+			selectors = append(selectors, a.(k8stesting.ListActionImpl).GetListRestrictions().Fields.String())
+		}
+	}
+	if strings.Join(selectors, " ") != "state=Pending state=Approved" {
+		t.Fatalf("listed with field selectors %q, want state=Pending and state=Approved", selectors)
 	}
 }
 
