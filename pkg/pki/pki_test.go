@@ -1,7 +1,10 @@
 package pki
 
 import (
+	"crypto/ecdsa"
+	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +62,36 @@ func TestWriteFileAtomicReplaces(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(p))
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("temporary files left: %v", entries)
+	}
+}
+
+// TestClientCAIsRSAAndIssuesVerifiableClientCertificates: the client CA
+// is RSA-2048 (cheap to verify on every request); its leaves are ECDSA.
+func TestClientCAIsRSAAndIssuesVerifiableClientCertificates(t *testing.T) {
+	ca, err := NewClientCA("clients", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, ok := ca.Key.(*rsa.PrivateKey); !ok || key.N.BitLen() != 2048 || !ca.Cert.IsCA {
+		t.Fatalf("client CA key %T, IsCA %v", ca.Key, ca.Cert.IsCA)
+	}
+	leaf, err := ca.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := leaf.Key.(*ecdsa.PrivateKey); !ok {
+		t.Errorf("leaf key %T, want ECDSA", leaf.Key)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	if _, err := leaf.Cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := ca.Write(dir+"/ca.crt", dir+"/ca.key"); err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err := Load(dir+"/ca.crt", dir+"/ca.key"); err != nil || !loaded.Cert.Equal(ca.Cert) {
+		t.Fatalf("reloading the RSA CA: %v", err)
 	}
 }

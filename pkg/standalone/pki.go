@@ -52,7 +52,7 @@ func (p PKI) Ensure(hosts []string, ips []net.IP) error {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating PKI directory: %w", err)
 	}
-	servingCA, err := p.ensureCA(ServingCAFile, servingCAKey, "rekey-serving-ca")
+	servingCA, err := p.ensureCA(ServingCAFile, servingCAKey, "rekey-serving-ca", pki.NewCA)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (p PKI) Ensure(hosts []string, ips []net.IP) error {
 	}); err != nil {
 		return err
 	}
-	clientCA, err := p.ensureCA(ClientCAFile, ClientCAKeyFile, "rekey-client-ca")
+	clientCA, err := p.ensureCA(ClientCAFile, ClientCAKeyFile, "rekey-client-ca", pki.NewClientCA)
 	if err != nil {
 		return err
 	}
@@ -74,13 +74,13 @@ func (p PKI) Ensure(hosts []string, ips []net.IP) error {
 	})
 }
 
-func (p PKI) ensureCA(certName, keyName, commonName string) (*pki.KeyPair, error) {
+func (p PKI) ensureCA(certName, keyName, commonName string, newCA func(string, time.Duration) (*pki.KeyPair, error)) (*pki.KeyPair, error) {
 	if kp, err := pki.Load(p.Path(certName), p.Path(keyName)); err == nil {
 		return kp, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	ca, err := pki.NewCA(commonName, caValidity)
+	ca, err := newCA(commonName, caValidity)
 	if err != nil {
 		return nil, err
 	}

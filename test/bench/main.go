@@ -38,9 +38,10 @@ func main() {
 	skipNative := flag.Bool("skip-native", false, "skip kube-apiserver + kube-controller-manager")
 	flag.StringVar(&profileFile, "cpuprofile", "", "write a 10s CPU profile of the standalone server, taken during the direct scenario, here")
 	flag.BoolVar(&directOnly, "direct-only", false, "run only the standalone (direct) scenario")
-	flag.StringVar(&burstProfileFile, "burst-cpuprofile", "", "write a 10s CPU profile of the aggregated rekey-apiserver, taken during the burst, here")
+	flag.StringVar(&burstProfileFile, "burst-cpuprofile", "", "write a 10s CPU profile of the aggregated rekey-apiserver, taken during the burst, here (and one of kube-apiserver next to it, <name>-kube-apiserver.pprof)")
 	flag.StringVar(&memProfileDir, "memprofiles", "", "save the heap profiles taken for the memory comparison (rekey-apiserver and kube-apiserver, before and after) in this directory")
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
+	flag.StringVar(&aggProfilePrefix, "aggregated-cpuprofile", "", "write 10s CPU profiles of the aggregated rekey-apiserver and of kube-apiserver, taken during the first aggregated round, to <prefix>-rekey.pprof and <prefix>-kube-apiserver.pprof")
 	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
@@ -54,6 +55,7 @@ var (
 	burstProfileFile string
 	memProfileDir    string
 	heapFile         string
+	aggProfilePrefix string
 	directOnly       bool
 )
 
@@ -144,6 +146,10 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	for r := 0; r < rounds && n > 0; r++ {
 		for _, sc := range scenarios {
+			if aggProfilePrefix != "" && r == 0 && sc.prefix == "agg" && len(probes) == 2 {
+				go profileCPU(ctx, probes[0].client, aggProfilePrefix+"-rekey.pprof")
+				go profileCPU(ctx, probes[1].client, aggProfilePrefix+"-kube-apiserver.pprof")
+			}
 			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", r+1, rounds, sc.name)
 			sc.runRound(ctx, r, rounds, requesters, approvers)
 		}
@@ -188,6 +194,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			}
 			if burstProfileFile != "" && i == 0 {
 				go profileCPU(ctx, probes[0].client, burstProfileFile)
+				go profileCPU(ctx, probes[1].client, strings.TrimSuffix(burstProfileFile, ".pprof")+"-kube-apiserver.pprof")
 			}
 			b, err := bootstrapBurst(ctx, api, fmt.Sprintf("b%d", i), burst)
 			if err != nil {

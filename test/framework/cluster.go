@@ -308,10 +308,12 @@ func (c *Cluster) makePKI() error {
 	if c.ServingCA, err = pki.NewCA("e2e-kube-serving-ca", certValidity); err != nil {
 		return err
 	}
-	if c.ClientCA, err = pki.NewCA("e2e-client-ca", certValidity); err != nil {
+	// The CAs whose signatures servers verify on every request are RSA-2048,
+	// as kubeadm makes them.
+	if c.ClientCA, err = pki.NewClientCA("e2e-client-ca", certValidity); err != nil {
 		return err
 	}
-	frontProxyCA, err := pki.NewCA("e2e-front-proxy-ca", certValidity)
+	frontProxyCA, err := pki.NewClientCA("e2e-front-proxy-ca", certValidity)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -118,6 +119,10 @@ func authorizationClientConfig(o *genericoptions.DelegatingAuthorizationOptions,
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Timeout = o.ClientTimeout
+	// SubjectAccessReviews are built-in objects: protobuf costs both ends
+	// less than JSON, and a bootstrap burst sends two per node.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	if o.CustomRoundTripperFn != nil {
 		cfg.Wrap(o.CustomRoundTripperFn)
 	}

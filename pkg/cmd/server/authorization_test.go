@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // The replacement authorizer keeps the generic one's behaviour: privileged
@@ -22,9 +25,16 @@ import (
 // SubjectAccessReview against the cluster, and the client carries the QPS.
 func TestInstallDelegatedAuthorizer(t *testing.T) {
 	var reviews atomic.Int32
+	var contentTypes sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		contentTypes.Store(r.Header.Get("Content-Type"), true)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		var sar authorizationv1.SubjectAccessReview
-		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
+		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, &sar); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -82,5 +92,8 @@ current-context: c
 	}
 	if reviews.Load() != 2 {
 		t.Fatalf("%d reviews, want 2", reviews.Load())
+	}
+	if _, ok := contentTypes.Load("application/vnd.kubernetes.protobuf"); !ok {
+		t.Error("the reviews were not sent as protobuf")
 	}
 }
