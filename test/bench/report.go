@@ -55,8 +55,8 @@ func render(results []result, mem *memoryResult, bursts []result, n, requesters,
 	}
 	if len(bursts) > 0 {
 		fmt.Fprintf(&b, "\nBootstrap burst, %d nodes at once through kube-apiserver, time to the last certificate:\n\n", bursts[0].Requested)
-		fmt.Fprintln(&b, "| API | issued | errors | last certificate after | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd |")
-		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(&b, "| API | issued | errors | last certificate after | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd | server CPU s / 1,000 |")
+		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range bursts {
 			cpu := func(name string) string {
 				if v, ok := r.CPUByProcess[name]; ok {
@@ -64,8 +64,16 @@ func render(results []result, mem *memoryResult, bursts []result, n, requesters,
 				}
 				return "-"
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %s | %.0f | %s | %s | %s | %s |\n", r.Name, r.Issued, r.Errors, r.Elapsed.Round(time.Millisecond), r.Throughput,
-				cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("kube-controller-manager"), cpu("etcd"))
+			total := 0.0
+			for _, v := range r.CPUByProcess {
+				total += v
+			}
+			per1000 := 0.0
+			if r.Issued > 0 {
+				per1000 = total / float64(r.Issued) * 1000
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %s | %.0f | %s | %s | %s | %s | %.2f |\n", r.Name, r.Issued, r.Errors, r.Elapsed.Round(time.Millisecond), r.Throughput,
+				cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), per1000)
 		}
 	}
 	fmt.Fprint(&b, "\nTargets:\n\n")

@@ -49,7 +49,11 @@ func testLeaderHandover(t *testing.T, synchronous bool) {
 	b := framework.StartStandalone(t, dirB, args...)
 
 	leader, follower := waitForLeader(t, a, b)
-	caOf(t, follower.Client, "rekey.io-kube-apiserver-client")
+	if synchronous {
+		waitUntilIssuedInTheWrite(t, follower.Client, "rekey.io/kube-apiserver-client", certv1alpha1.UsageClientAuth)
+	} else {
+		caOf(t, follower.Client, "rekey.io-kube-apiserver-client")
+	}
 	if got := signBatch(t, follower.Client, "before", 10); synchronous && got != 10 {
 		t.Fatalf("the follower signed %d of 10 approvals in the approval write, want all", got)
 	}
