@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		// TestRekeyNeverRedirects exercises the no-redirect filter.
 		RekeyArgs:         []string{"--profiling", "--audit-policy-file=" + policy, "--audit-log-path=" + rekeyAuditLog},
 		KubeAPIServerArgs: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + kubeAuditLog},
-		Logf:      func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
+		Logf:              func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)

@@ -182,7 +182,7 @@ func TestApprovalResponseCarriesTheCertificate(t *testing.T) {
 	}
 	owners := map[string]string{}
 	for _, e := range approved.ManagedFields {
-		owners[e.Manager] += string(e.FieldsV1.Raw)
+		owners[e.Manager] += e.FieldsV1.GetRawString()
 	}
 	if !strings.Contains(owners["rekey-signer"], "f:certificate") {
 		t.Errorf("status.certificate not owned by rekey-signer: %v", owners)

@@ -208,7 +208,7 @@ func addOwnership(obj metav1.Object, manager, subresource string, now metav1.Tim
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == subresource &&
 			e.APIVersion == apiVersion && e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
 			previous := &fieldpath.Set{}
-			if err := previous.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err == nil {
+			if err := previous.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err == nil {
 				owned = owned.Union(previous)
 				continue
 			}
@@ -221,6 +221,6 @@ func addOwnership(obj metav1.Object, manager, subresource string, now metav1.Tim
 	}
 	obj.SetManagedFields(append(entries, metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion, Time: &now,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}, Subresource: subresource,
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw)), Subresource: subresource,
 	}))
 }

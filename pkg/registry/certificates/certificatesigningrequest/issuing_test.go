@@ -110,7 +110,7 @@ func TestApprovalWriteCarriesTheCertificate(t *testing.T) {
 			t.Fatalf("certificate %q after %d decisions", csr.Status.Certificate, iss.approvals)
 		}
 		mf := csr.ManagedFields
-		if len(mf) != 1 || mf[0].Manager != "rekey-signer" || mf[0].Subresource != "status" || !strings.Contains(string(mf[0].FieldsV1.Raw), `"f:certificate"`) {
+		if len(mf) != 1 || mf[0].Manager != "rekey-signer" || mf[0].Subresource != "status" || !strings.Contains(mf[0].FieldsV1.GetRawString(), `"f:certificate"`) {
 			t.Fatalf("managed fields %+v, want rekey-signer owning status.certificate", mf)
 		}
 	})
@@ -213,7 +213,7 @@ func TestCreateWriteCarriesApprovalAndCertificate(t *testing.T) {
 	}
 	managers := map[string]string{}
 	for _, e := range csr.ManagedFields {
-		managers[e.Manager] = string(e.FieldsV1.Raw)
+		managers[e.Manager] = e.FieldsV1.GetRawString()
 	}
 	if !strings.Contains(managers["rekey-approver"], `k:{\"type\":\"Approved\"}`) || !strings.Contains(managers["rekey-signer"], "f:certificate") {
 		t.Fatalf("managed fields %v", managers)
