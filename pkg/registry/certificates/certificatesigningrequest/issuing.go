@@ -112,7 +112,10 @@ type issuingStorage struct {
 func (s *issuingStorage) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
 	if w := writeFrom(ctx); w != nil && w.admitted {
 		w.admitted = false
-		if csr, ok := obj.(*certificates.CertificateSigningRequest); ok && isPending(csr) {
+		// A create under a name that is taken fails after this point; not
+		// deciding it keeps a requester from having rekey sign (and
+		// record) again and again by repeating one create.
+		if csr, ok := obj.(*certificates.CertificateSigningRequest); ok && isPending(csr) && !s.exists(ctx, key) {
 			outcome, err := w.decide(string(csr.UID), func() (issuer.Outcome, error) { return s.issuer.AtCreate(ctx, csr) })
 			if err != nil {
 				return err
@@ -121,6 +124,15 @@ func (s *issuingStorage) Create(ctx context.Context, key string, obj, out runtim
 		}
 	}
 	return s.Interface.Create(ctx, key, obj, out, ttl)
+}
+
+// exists says whether an object is stored under key, as the watch cache
+// knows it (a create racing with this one may still win: then one
+// certificate is signed and not stored, which the records allow).
+func (s *issuingStorage) exists(ctx context.Context, key string) bool {
+	existing := &certificates.CertificateSigningRequest{}
+	err := s.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: "0", IgnoreNotFound: true}, existing)
+	return err != nil || existing.Name != ""
 }
 
 func (s *issuingStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,

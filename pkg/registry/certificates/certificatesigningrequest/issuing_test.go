@@ -39,6 +39,19 @@ type recordingStorage struct {
 	storage.Interface
 	existing []runtime.Object
 	written  runtime.Object
+	// stored is what Get finds (nil: nothing under the key).
+	stored *certificates.CertificateSigningRequest
+}
+
+func (s *recordingStorage) Get(_ context.Context, _ string, opts storage.GetOptions, out runtime.Object) error {
+	if s.stored == nil {
+		if opts.IgnoreNotFound {
+			return nil
+		}
+		return storage.NewKeyNotFoundError("k", 0)
+	}
+	s.stored.DeepCopyInto(out.(*certificates.CertificateSigningRequest))
+	return nil
 }
 
 func (s *recordingStorage) Create(_ context.Context, _ string, obj, _ runtime.Object, _ uint64) error {
@@ -211,6 +224,15 @@ func TestCreateWriteCarriesApprovalAndCertificate(t *testing.T) {
 	if approved == nil || approved.Reason != issuer.ReasonAutoApproved || string(csr.Status.Certificate) != "cert" || State(csr) != "Issued" {
 		t.Fatalf("stored %+v", csr.Status)
 	}
+	// A create under a name that is taken is not decided: it will fail.
+	inner.stored = newCSR(t)
+	if err := w.afterCreateValidation(nil)(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, "k", newCSR(t), nil, 0); err != nil || iss.creates != 1 {
+		t.Fatalf("create of a taken name: err %v, %d decisions, want still 1", err, iss.creates)
+	}
+
 	managers := map[string]string{}
 	for _, e := range csr.ManagedFields {
 		managers[e.Manager] = e.FieldsV1.GetRawString()
