@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"crypto/tls"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/pki"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// issue signs key's public key into a client certificate valid from
+// notBefore for lifetime.
+func issue(t *testing.T, ca *pki.KeyPair, pub any, cn string, notBefore time.Time, lifetime time.Duration) []byte {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}},
+		NotBefore: notBefore, NotAfter: notBefore.Add(lifetime), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca.Cert, pub, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pemCert(der)
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func newCA(t *testing.T) *pki.KeyPair {
+	t.Helper()
+	ca, err := pki.NewCA("test CA", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestStoreKeepsAWholePairAcrossUpdatesAndCrashes(t *testing.T) {
+	ca := newCA(t)
+	dir := t.TempDir()
+	now := t0
+	s := &Store{Dir: dir, Prefix: PrefixClient, Now: func() time.Time { return now }}
+	if _, err := s.Current(); !errors.Is(err, ErrNoCertificate) {
+		t.Fatalf("empty store: %v", err)
+	}
+	k1, k2 := newKey(t), newKey(t)
+	if _, err := s.Update(issue(t, ca, &k1.PublicKey, "system:node:a", t0.Add(-time.Minute), time.Hour), k1); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Current()
+	if err != nil || !cur.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(&k1.PublicKey) {
+		t.Fatalf("current after the first update: %v", err)
+	}
+	info, err := os.Lstat(s.CurrentPath())
+	if err != nil || info.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("current is not a symlink: %v %v", info, err)
+	}
+	target, _ := os.Readlink(s.CurrentPath())
+	if fi, err := os.Stat(filepath.Join(dir, target)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("pair file %s: %v %v", target, fi, err)
+	}
+
+	// A crash after the new pair is written and before the swap leaves
+	// the old pair current.
+	now = now.Add(time.Second)
+	crashed := filepath.Join(dir, PrefixClient+"-crashed.pem")
+	if err := os.WriteFile(crashed, []byte("half a pa"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := s.Current(); err != nil || !cur.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(&k1.PublicKey) {
+		t.Fatalf("after a crash before the swap: %v", err)
+	}
+	if _, err := s.Update(issue(t, ca, &k2.PublicKey, "system:node:a", t0.Add(-time.Minute), time.Hour), k2); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := s.Current(); err != nil || !cur.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(&k2.PublicKey) {
+		t.Fatalf("after the second update: %v", err)
+	}
+
+	// Expired, not yet valid, corrupt, or a key that is not the
+	// certificate's: never used.
+	now = t0.Add(2 * time.Hour)
+	if _, err := s.Current(); err == nil || !strings.Contains(err.Error(), "not now") {
+		t.Fatalf("expired pair used: %v", err)
+	}
+	if _, err := s.Update(issue(t, ca, &k1.PublicKey, "x", t0, time.Hour), k2); err == nil {
+		t.Fatal("stored a pair whose key is not the certificate's")
+	}
+	now = t0
+	target, _ = os.Readlink(s.CurrentPath())
+	if err := os.WriteFile(filepath.Join(dir, target), []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Current(); err == nil {
+		t.Fatal("a corrupt pair was used")
+	}
+}
+
+func TestPendingKeyIsKeptUntilDropped(t *testing.T) {
+	s := &Store{Dir: t.TempDir(), Prefix: PrefixClient}
+	k1, err := s.PendingKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := s.PendingKey()
+	if err != nil || !k1.Public().(*ecdsa.PublicKey).Equal(k2.Public()) {
+		t.Fatalf("a second call made another key: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(s.Dir, PrefixClient+".key.tmp")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("pending key file: %v %v", fi, err)
+	}
+	if err := s.DropPendingKey(); err != nil {
+		t.Fatal(err)
+	}
+	k3, err := s.PendingKey()
+	if err != nil || k1.Public().(*ecdsa.PublicKey).Equal(k3.Public()) {
+		t.Fatalf("after dropping, the same key again: %v", err)
+	}
+}
+
+func TestRequestName(t *testing.T) {
+	k1, k2 := newKey(t), newKey(t)
+	tmpl := ClientTemplate(DefaultSigner, "n1")
+	name := func(tm Template, k *ecdsa.PrivateKey) string {
+		n, err := tm.RequestName(&k.PublicKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := name(tmpl, k1)
+	if a != name(tmpl, k1) || !strings.HasPrefix(a, "node-csr-") {
+		t.Fatalf("name %q is not stable", a)
+	}
+	if a == name(tmpl, k2) {
+		t.Error("two keys, one name")
+	}
+	other := tmpl
+	other.SignerName = "example.com/other"
+	if a == name(other, k1) {
+		t.Error("two signers, one name")
+	}
+	reordered := tmpl
+	reordered.Usages = []certv1alpha1.KeyUsage{tmpl.Usages[2], tmpl.Usages[0], tmpl.Usages[1]}
+	if a != name(reordered, k1) {
+		t.Error("the order of usages changed the name")
+	}
+	serving := Template{SignerName: "x/y", Subject: pkix.Name{CommonName: "n"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("10.0.0.2")}}
+	swapped := serving
+	swapped.IPAddresses = []net.IP{serving.IPAddresses[1], serving.IPAddresses[0]}
+	if name(serving, k1) != name(swapped, k1) {
+		t.Error("the order of IP addresses changed the name")
+	}
+}
+
+const DefaultSigner = "rekey.io/kube-apiserver-client-kubelet"
+
+func TestRotationDeadlineIsBetween70And90Percent(t *testing.T) {
+	cert := &x509.Certificate{NotBefore: t0, NotAfter: t0.Add(100 * time.Hour), Raw: []byte("some certificate")}
+	for _, tc := range []struct {
+		jitter float64
+		want   time.Duration
+	}{{0, 70 * time.Hour}, {0.5, 80 * time.Hour}, {0.999999999, 90 * time.Hour}, {-1, 70 * time.Hour}, {7, 90 * time.Hour}} {
+		got := RotationDeadline(cert, func() float64 { return tc.jitter }).Sub(t0)
+		if diff := got - tc.want; diff > time.Second || diff < -time.Second {
+			t.Errorf("jitter %v: deadline at %s, want %s", tc.jitter, got, tc.want)
+		}
+	}
+	d := RotationDeadline(cert, nil)
+	if d != RotationDeadline(cert, nil) || d.Before(t0.Add(70*time.Hour)) || d.After(t0.Add(90*time.Hour)) {
+		t.Fatalf("certificate-derived deadline %s is not stable or not in [70%%, 90%%]", d)
+	}
+	other := *cert
+	other.Raw = []byte("another certificate")
+	if RotationDeadline(&other, nil) == d {
+		t.Error("two certificates, one deadline: nodes would renew together")
+	}
+}
+
+func TestExecCredential(t *testing.T) {
+	ca := newCA(t)
+	k := newKey(t)
+	s := &Store{Dir: t.TempDir(), Prefix: PrefixClient, Now: func() time.Time { return t0 }}
+	if _, err := s.Update(issue(t, ca, &k.PublicKey, "system:node:a", t0, 10*time.Hour), k); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := s.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(data []byte) *clientauthv1.ExecCredential {
+		var ec clientauthv1.ExecCredential
+		if err := json.Unmarshal(data, &ec); err != nil {
+			t.Fatal(err)
+		}
+		return &ec
+	}
+	data, err := ExecCredential(pair, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := decode(data)
+	if ec.APIVersion != "client.authentication.k8s.io/v1" || ec.Kind != "ExecCredential" || ec.Status == nil {
+		t.Fatalf("%s", data)
+	}
+	if _, err := tls.X509KeyPair([]byte(ec.Status.ClientCertificateData), []byte(ec.Status.ClientKeyData)); err != nil {
+		t.Fatalf("the credential's pair does not load: %v", err)
+	}
+	if want := RotationDeadline(pair.Leaf, nil).Truncate(time.Second); !ec.Status.ExpirationTimestamp.Time.Equal(want) {
+		t.Errorf("expiration %s, want the renewal deadline %s", ec.Status.ExpirationTimestamp, want)
+	}
+	// Past the deadline: ask again within a minute, never after expiry.
+	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+30*time.Second))))
+	if !late.Status.ExpirationTimestamp.Time.Equal(t0.Add(10 * time.Hour)) {
+		t.Errorf("late expiration %s, want the certificate's end", late.Status.ExpirationTimestamp)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// fakeSigner answers creates like rekey with NodeClient issuance: the
+// create response holds the certificate, unless refuse is set.
+type fakeSigner struct {
+	t       *testing.T
+	ca      *pki.KeyPair
+	refuse  bool
+	creates int
+}
+
+func (f *fakeSigner) react(action k8stesting.Action) (bool, runtime.Object, error) {
+	csr := action.(k8stesting.CreateAction).GetObject().(*certv1alpha1.CertificateSigningRequest).DeepCopy()
+	f.creates++
+	if f.refuse {
+		csr.Status.Conditions = []certv1alpha1.CertificateSigningRequestCondition{{Type: certv1alpha1.CertificateDenied, Status: metav1.ConditionTrue, Reason: "NotThisNode", Message: "no"}}
+		return false, csr, nil
+	}
+	req, err := validation.ParseCSR(csr.Spec.Request)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	csr.Status.Certificate = issue(f.t, f.ca, req.PublicKey, req.Subject.CommonName, time.Now().Add(-time.Minute), time.Hour)
+	return false, csr, nil
+}
+
+func newManager(t *testing.T, f *fakeSigner) (*Manager, *fake.Clientset) {
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		_, obj, err := f.react(a)
+		if err != nil {
+			return true, nil, err
+		}
+		// Store what the server would, and answer with it.
+		if err := client.Tracker().Create(certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"), obj, ""); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
+	m := &Manager{
+		Store:       &Store{Dir: t.TempDir(), Prefix: PrefixClient},
+		Template:    ClientTemplate(DefaultSigner, "n1"),
+		NewClient:   func(*tls.Certificate) (clientset.Interface, error) { return client, nil },
+		WaitTimeout: 5 * time.Second,
+	}
+	return m, client
+}
+
+func TestOnceBootstrapsThenDoesNothingUntilDue(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, client := newManager(t, f)
+	pair, err := m.Once(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pair.Leaf.Subject.CommonName != "system:node:n1" || f.creates != 1 {
+		t.Fatalf("bootstrapped %v after %d creates", pair.Leaf.Subject, f.creates)
+	}
+	if _, err := os.Stat(m.Store.pendingKeyPath()); !os.IsNotExist(err) {
+		t.Errorf("the pending key outlived its certificate: %v", err)
+	}
+	client.ClearActions()
+	if _, err := m.Once(context.Background()); err != nil || len(client.Actions()) != 0 || f.creates != 1 {
+		t.Fatalf("a second run before the deadline: err %v, actions %v", err, client.Actions())
+	}
+	// A template change (another node name) renews at once.
+	m.Template = ClientTemplate(DefaultSigner, "n2")
+	if pair, err := m.Once(context.Background()); err != nil || pair.Leaf.Subject.CommonName != "system:node:n2" || f.creates != 2 {
+		t.Fatalf("after a template change: %v, %d creates", err, f.creates)
+	}
+}
+
+func TestOnceAfterARestartFindsTheSameRequest(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, client := newManager(t, f)
+	// The agent made its key and request, then died before the
+	// certificate came: the request is there, issued meanwhile.
+	key, err := m.Store.PendingKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := m.Template.RequestName(key.Public())
+	request, _ := m.Template.CSR(key)
+	issued := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{Request: request, SignerName: DefaultSigner, Usages: m.Template.Usages}}
+	issued.Status.Certificate = issue(t, f.ca, key.Public(), "system:node:n1", time.Now().Add(-time.Minute), time.Hour)
+	if err := client.Tracker().Add(issued); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := m.Once(context.Background())
+	if err != nil || f.creates != 0 || !pair.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(key.Public()) {
+		t.Fatalf("restart: %v, %d creates", err, f.creates)
+	}
+}
+
+func TestOnceReportsARefusalAndForgetsTheKey(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t), refuse: true}
+	m, _ := newManager(t, f)
+	key, _ := m.Store.PendingKey()
+	_, err := m.Once(context.Background())
+	var refusal *Refusal
+	if !errors.As(err, &refusal) || refusal.Reason != "NotThisNode" || refusal.Condition != "Denied" {
+		t.Fatalf("err %v, want the denial with its reason", err)
+	}
+	next, _ := m.Store.PendingKey()
+	if next.Public().(*ecdsa.PublicKey).Equal(key.Public()) {
+		t.Fatal("the refused key is asked for again")
+	}
+}

@@ -1,0 +1,220 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/signing"
+)
+
+// Manager bootstraps and renews one certificate.
+type Manager struct {
+	Store    *Store
+	Template Template
+	// NewClient returns a client for the API: with current's credentials
+	// when it is not nil (a renewal), else with the bootstrap credentials.
+	NewClient func(current *tls.Certificate) (clientset.Interface, error)
+	// ExpirationSeconds asks for a lifetime; nil leaves it to the signer.
+	ExpirationSeconds *int32
+	// WaitTimeout bounds one wait for a request to be decided.
+	WaitTimeout time.Duration
+	// Jitter places the renewal in [70%, 90%] of the lifetime; nil draws.
+	Jitter func() float64
+}
+
+// Refusal is a request its signer or approver turned down.
+type Refusal struct {
+	Request, Condition, Reason, Message string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("certificate request %s was %s (%s): %s", r.Request, r.Condition, r.Reason, r.Message)
+}
+
+// Due says whether cert must be renewed now: past its rotation deadline,
+// or no longer what the template asks for.
+func (m *Manager) Due(cert *x509.Certificate, now time.Time) bool {
+	return !m.Template.Matches(cert) || !now.Before(RotationDeadline(cert, m.Jitter))
+}
+
+// Once makes sure a current certificate is in the store: it returns the
+// current pair when it is not due, else asks for a new one and waits for
+// it. A pair that is expired or does not parse is never used, not even to
+// authenticate the renewal (the bootstrap credentials are used then).
+func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
+	logger := klog.FromContext(ctx)
+	current, err := m.Store.Current()
+	switch {
+	case err == nil && !m.Due(current.Leaf, m.Store.now()):
+		return current, nil
+	case err == nil:
+		logger.Info("Renewing certificate", "prefix", m.Store.Prefix, "notAfter", current.Leaf.NotAfter)
+	case errors.Is(err, ErrNoCertificate):
+		logger.Info("No certificate yet: bootstrapping", "prefix", m.Store.Prefix)
+	default:
+		logger.Info("Not using the current certificate: bootstrapping", "prefix", m.Store.Prefix, "reason", err.Error())
+		current = nil
+	}
+	client, err := m.NewClient(current)
+	if err != nil {
+		return nil, err
+	}
+	key, err := m.Store.PendingKey()
+	if err != nil {
+		return nil, fmt.Errorf("the pending key: %w", err)
+	}
+	certPEM, err := m.request(ctx, client, key)
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
+		// A refused key is not asked for again: the next attempt makes a
+		// new key, and so a new request.
+		_ = m.Store.DropPendingKey()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.Store.Update(certPEM, key); err != nil {
+		return nil, err
+	}
+	if err := m.Store.DropPendingKey(); err != nil {
+		return nil, err
+	}
+	stored, err := m.Store.Current()
+	if err == nil {
+		logger.Info("Certificate stored", "prefix", m.Store.Prefix, "notAfter", stored.Leaf.NotAfter)
+	}
+	return stored, err
+}
+
+// request finds or creates the request for key and waits for its
+// certificate.
+func (m *Manager) request(ctx context.Context, client clientset.Interface, key crypto.Signer) ([]byte, error) {
+	name, err := m.Template.RequestName(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
+	csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		var request []byte
+		if request, err = m.Template.CSR(key); err != nil {
+			return nil, err
+		}
+		csr, err = csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: certv1alpha1.CertificateSigningRequestSpec{
+				Request: request, SignerName: m.Template.SignerName, Usages: m.Template.Usages, ExpirationSeconds: m.ExpirationSeconds,
+			},
+		}, metav1.CreateOptions{FieldManager: "rekey-agent"})
+		if apierrors.IsAlreadyExists(err) {
+			csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certificate request %s: %w", name, err)
+	}
+	if err := sameKey(csr, key); err != nil {
+		return nil, err
+	}
+	return m.wait(ctx, client, csr, key)
+}
+
+// sameKey refuses a request of this name that is not for this key.
+func sameKey(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) error {
+	req, err := validation.ParseStoredCSR(csr.Spec.Request)
+	if err != nil || !signing.PublicKeysEqual(req.PublicKey, key.Public()) {
+		return &Refusal{Request: csr.Name, Condition: "not ours", Reason: "KeyMismatch", Message: "a request of this name exists for another key"}
+	}
+	return nil
+}
+
+// wait watches the one request until it has a certificate for key, or is
+// denied or failed, or WaitTimeout passes. A broken watch is re-established
+// from a fresh read.
+func (m *Manager) wait(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) ([]byte, error) {
+	timeout := m.WaitTimeout
+	if timeout <= 0 {
+		timeout = 15 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
+	for {
+		if done, cert, err := decided(csr, key); done {
+			return cert, err
+		}
+		w, err := csrs.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", csr.Name).String(),
+			ResourceVersion: csr.ResourceVersion,
+		})
+		if err == nil {
+			csr = watchUntilDecided(w, csr, key)
+			w.Stop()
+			if done, cert, err := decided(csr, key); done {
+				return cert, err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("certificate request %s not decided within %s", csr.Name, timeout)
+		}
+		latest, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("certificate request %s not decided within %s", csr.Name, timeout)
+			}
+			time.Sleep(time.Second)
+			continue
+		}
+		csr = latest
+	}
+}
+
+func watchUntilDecided(w watch.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) *certv1alpha1.CertificateSigningRequest {
+	for ev := range w.ResultChan() {
+		got, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
+		if !ok || got.Name != csr.Name {
+			continue
+		}
+		csr = got
+		if done, _, _ := decided(csr, key); done {
+			return csr
+		}
+	}
+	return csr
+}
+
+// decided reports whether the request is finished: issued (with the
+// certificate, which must be for key), denied or failed.
+func decided(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (bool, []byte, error) {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certv1alpha1.CertificateDenied || c.Type == certv1alpha1.CertificateFailed {
+			return true, nil, &Refusal{Request: csr.Name, Condition: string(c.Type), Reason: c.Reason, Message: c.Message}
+		}
+	}
+	if len(csr.Status.Certificate) == 0 {
+		return false, nil, nil
+	}
+	certs, err := validation.ParseCertificateChain(csr.Status.Certificate)
+	if err != nil {
+		return true, nil, fmt.Errorf("certificate request %s: the certificate does not parse: %w", csr.Name, err)
+	}
+	if !signing.PublicKeysEqual(certs[0].PublicKey, key.Public()) {
+		return true, nil, fmt.Errorf("certificate request %s: the certificate is not for the requested key", csr.Name)
+	}
+	return true, bytes.Clone(csr.Status.Certificate), nil
+}

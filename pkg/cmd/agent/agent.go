@@ -1,0 +1,183 @@
+// Package agent is rekey-agent's command line: `run` bootstraps and renews
+// a node's client certificate, `exec-credential` hands the current one to
+// client-go (the kubelet's kubeconfig can name rekey-agent as its exec
+// credential plugin).
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/agent"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+)
+
+// DefaultSignerName is the signer node client certificates are asked of.
+const DefaultSignerName = "rekey.io/kube-apiserver-client-kubelet"
+
+// RunOptions are `rekey-agent run`'s flags, named as the kubelet names them.
+type RunOptions struct {
+	BootstrapKubeconfig string
+	Kubeconfig          string
+	CertDir             string
+	NodeName            string
+	SignerName          string
+	ExpirationSeconds   int32
+	WaitTimeout         time.Duration
+	Once                bool
+}
+
+// NewCommand returns the rekey-agent command.
+func NewCommand(out io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:          "rekey-agent",
+		Short:        "Bootstrap and renew a node's certificates through certificates.rekey.io",
+		SilenceUsage: true,
+	}
+	root.AddCommand(newRunCommand(), newExecCredentialCommand(out))
+	return root
+}
+
+func newRunCommand() *cobra.Command {
+	o := &RunOptions{SignerName: DefaultSignerName, WaitTimeout: 15 * time.Minute}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Keep a current client certificate in --cert-dir: bootstrap it, then renew it at 70-90% of its lifetime",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.BootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig with the credentials that may request the first certificate (a bootstrap token or certificate); its server and CA are used throughout")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "where to write the node's kubeconfig once it has a certificate (pointing at the current pair file)")
+	fs.StringVar(&o.CertDir, "cert-dir", "", "directory of the certificate and key files")
+	fs.StringVar(&o.NodeName, "node-name", "", "the node's name: the certificate is for system:node:<name>")
+	fs.StringVar(&o.SignerName, "signer-name", o.SignerName, "the signer to ask")
+	fs.Int32Var(&o.ExpirationSeconds, "expiration-seconds", 0, "lifetime to ask for (0: the signer's default)")
+	fs.DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for one request to be decided before asking again")
+	fs.BoolVar(&o.Once, "once", false, "bootstrap or renew if due, then exit: 0 with a current certificate in place, non-zero otherwise")
+	return cmd
+}
+
+// Validate reports the first missing flag.
+func (o *RunOptions) Validate() error {
+	for flag, v := range map[string]string{"--bootstrap-kubeconfig": o.BootstrapKubeconfig, "--cert-dir": o.CertDir, "--node-name": o.NodeName, "--signer-name": o.SignerName} {
+		if v == "" {
+			return fmt.Errorf("%s is required", flag)
+		}
+	}
+	if o.ExpirationSeconds != 0 && o.ExpirationSeconds < 600 {
+		return errors.New("--expiration-seconds must be 0 or at least 600")
+	}
+	return nil
+}
+
+// Run bootstraps or renews, then (unless Once) keeps renewing until ctx is
+// done, backing off exponentially (1s to 5m, jittered) after failures.
+func (o *RunOptions) Run(ctx context.Context) error {
+	bootstrap, err := clientcmd.LoadFromFile(o.BootstrapKubeconfig)
+	if err != nil {
+		return fmt.Errorf("--bootstrap-kubeconfig: %w", err)
+	}
+	if err := clientcmd.ResolveLocalPaths(bootstrap); err != nil {
+		return fmt.Errorf("--bootstrap-kubeconfig: %w", err)
+	}
+	store := &agent.Store{Dir: o.CertDir, Prefix: agent.PrefixClient}
+	m := &agent.Manager{
+		Store:       store,
+		Template:    agent.ClientTemplate(o.SignerName, o.NodeName),
+		NewClient:   clientFor(bootstrap),
+		WaitTimeout: o.WaitTimeout,
+	}
+	if o.ExpirationSeconds > 0 {
+		m.ExpirationSeconds = &o.ExpirationSeconds
+	}
+	logger := klog.FromContext(ctx)
+	backoff := time.Second
+	for {
+		pair, err := m.Once(ctx)
+		if err == nil && o.Kubeconfig != "" {
+			err = agent.WriteNodeKubeconfig(o.Kubeconfig, bootstrap, store)
+		}
+		if o.Once {
+			return err
+		}
+		wait := backoff
+		if err != nil {
+			logger.Error(err, "Certificate not renewed; retrying", "in", wait)
+			backoff = min(2*backoff, 5*time.Minute)
+			wait = time.Duration(float64(wait) * (0.5 + rand.Float64()))
+		} else {
+			backoff = time.Second
+			wait = time.Until(agent.RotationDeadline(pair.Leaf, nil))
+			logger.Info("Next renewal", "at", time.Now().Add(wait).UTC())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(max(wait, 0)):
+		}
+	}
+}
+
+// clientFor builds clients with the bootstrap kubeconfig's server and CA:
+// with the current pair when there is one, else with the bootstrap
+// credentials.
+func clientFor(bootstrap *clientcmdapi.Config) func(*tls.Certificate) (clientset.Interface, error) {
+	return func(current *tls.Certificate) (clientset.Interface, error) {
+		cfg, err := clientcmd.NewDefaultClientConfig(*bootstrap, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--bootstrap-kubeconfig: %w", err)
+		}
+		if current != nil {
+			certPEM, keyPEM, err := agent.EncodePair(current)
+			if err != nil {
+				return nil, err
+			}
+			cfg = rest.AnonymousClientConfig(cfg)
+			cfg.CertData, cfg.KeyData = certPEM, keyPEM
+		}
+		return clientset.NewForConfig(cfg)
+	}
+}
+
+func newExecCredentialCommand(out io.Writer) *cobra.Command {
+	var certDir string
+	cmd := &cobra.Command{
+		Use:   "exec-credential",
+		Short: "Print the current client certificate as a client.authentication.k8s.io/v1 ExecCredential",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if certDir == "" {
+				return errors.New("--cert-dir is required")
+			}
+			pair, err := (&agent.Store{Dir: certDir, Prefix: agent.PrefixClient}).Current()
+			if err != nil {
+				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running?): %w", err)
+			}
+			data, err := agent.ExecCredential(pair, time.Now())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(out, string(data))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&certDir, "cert-dir", "", "directory rekey-agent run keeps the certificate in")
+	return cmd
+}
