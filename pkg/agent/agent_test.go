@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
@@ -363,5 +364,63 @@ func TestOnceReportsARefusalAndForgetsTheKey(t *testing.T) {
 	next, _ := m.Store.PendingKey()
 	if next.Public().(*ecdsa.PublicKey).Equal(key.Public()) {
 		t.Fatal("the refused key is asked for again")
+	}
+}
+
+func TestServingRequestCarriesTheNodeAddresses(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, client := newManager(t, f)
+	m.Store.Prefix = PrefixServer
+	m.Template = ServingTemplate("rekey.io/kubelet-serving", "n1", []string{"n1.example.com"}, []net.IP{net.ParseIP("10.0.0.7")})
+	if _, err := m.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var created *certv1alpha1.CertificateSigningRequest
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "create" {
+			created = a.(k8stesting.CreateAction).GetObject().(*certv1alpha1.CertificateSigningRequest)
+		}
+	}
+	req, err := validation.ParseCSR(created.Spec.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.SignerName != "rekey.io/kubelet-serving" || len(req.DNSNames) != 1 || req.DNSNames[0] != "n1.example.com" ||
+		len(req.IPAddresses) != 1 || !req.IPAddresses[0].Equal(net.ParseIP("10.0.0.7")) {
+		t.Fatalf("serving request: signer %s, SANs %v %v", created.Spec.SignerName, req.DNSNames, req.IPAddresses)
+	}
+	hasServerAuth := false
+	for _, u := range created.Spec.Usages {
+		hasServerAuth = hasServerAuth || u == certv1alpha1.UsageServerAuth
+	}
+	if !hasServerAuth {
+		t.Errorf("usages %v", created.Spec.Usages)
+	}
+	if _, err := os.Lstat(filepath.Join(m.Store.Dir, "rekey-server-current.pem")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetricsCountRenewalsAndRefusals(t *testing.T) {
+	RegisterMetrics()
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, _ := newManager(t, f)
+	m.Store.Prefix = "metrics-test"
+	if _, err := m.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := testutil.GetCounterMetricValue(renewals.WithLabelValues("metrics-test")); err != nil || v != 1 {
+		t.Fatalf("renewals = %v, %v", v, err)
+	}
+	if v, err := testutil.GetGaugeMetricValue(expirationSeconds.WithLabelValues("metrics-test")); err != nil || v < 3500 || v > 3600 {
+		t.Fatalf("expiration gauge = %v, %v, want about an hour", v, err)
+	}
+	f.refuse = true
+	m.Template = ClientTemplate(DefaultSigner, "other")
+	if _, err := m.Once(context.Background()); err == nil {
+		t.Fatal("refused request reported no error")
+	}
+	if v, err := testutil.GetCounterMetricValue(renewalErrors.WithLabelValues("metrics-test", "denied")); err != nil || v != 1 {
+		t.Fatalf("denied errors = %v, %v", v, err)
 	}
 }

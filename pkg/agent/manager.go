@@ -57,11 +57,24 @@ func (m *Manager) Due(cert *x509.Certificate, now time.Time) bool {
 // it. A pair that is expired or does not parse is never used, not even to
 // authenticate the renewal (the bootstrap credentials are used then).
 func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
+	pair, renewed, err := m.once(ctx)
+	notAfter := time.Time{}
+	if pair != nil {
+		notAfter = pair.Leaf.NotAfter
+	}
+	if renewed {
+		renewals.WithLabelValues(m.Store.Prefix).Inc()
+	}
+	m.observe(err, notAfter)
+	return pair, err
+}
+
+func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	logger := klog.FromContext(ctx)
 	current, err := m.Store.Current()
 	switch {
 	case err == nil && !m.Due(current.Leaf, m.Store.now()):
-		return current, nil
+		return current, false, nil
 	case err == nil:
 		logger.Info("Renewing certificate", "prefix", m.Store.Prefix, "notAfter", current.Leaf.NotAfter)
 	case errors.Is(err, ErrNoCertificate):
@@ -72,11 +85,11 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 	}
 	client, err := m.NewClient(current)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	key, err := m.Store.PendingKey()
 	if err != nil {
-		return nil, fmt.Errorf("the pending key: %w", err)
+		return nil, false, &StoreError{fmt.Errorf("the pending key: %w", err)}
 	}
 	certPEM, err := m.request(ctx, client, key)
 	var refusal *Refusal
@@ -86,19 +99,20 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 		_ = m.Store.DropPendingKey()
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := m.Store.Update(certPEM, key); err != nil {
-		return nil, err
+		return nil, false, &StoreError{err}
 	}
 	if err := m.Store.DropPendingKey(); err != nil {
-		return nil, err
+		return nil, false, &StoreError{err}
 	}
 	stored, err := m.Store.Current()
-	if err == nil {
-		logger.Info("Certificate stored", "prefix", m.Store.Prefix, "notAfter", stored.Leaf.NotAfter)
+	if err != nil {
+		return nil, false, &StoreError{err}
 	}
-	return stored, err
+	logger.Info("Certificate stored", "prefix", m.Store.Prefix, "notAfter", stored.Leaf.NotAfter)
+	return stored, true, nil
 }
 
 // request finds or creates the request for key and waits for its
@@ -170,12 +184,12 @@ func (m *Manager) wait(ctx context.Context, client clientset.Interface, csr *cer
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("certificate request %s not decided within %s", csr.Name, timeout)
+			return nil, &TimeoutError{Request: csr.Name, Wait: timeout}
 		}
 		latest, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("certificate request %s not decided within %s", csr.Name, timeout)
+				return nil, &TimeoutError{Request: csr.Name, Wait: timeout}
 			}
 			time.Sleep(time.Second)
 			continue

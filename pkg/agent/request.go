@@ -40,6 +40,19 @@ func ClientTemplate(signerName, nodeName string) Template {
 	}
 }
 
+// ServingTemplate is a node's serving certificate request: CN
+// system:node:<name>, O system:nodes, the node's DNS names and IPs as
+// SANs, the serving usages.
+func ServingTemplate(signerName, nodeName string, dnsNames []string, ips []net.IP) Template {
+	return Template{
+		SignerName:  signerName,
+		Subject:     pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
+		DNSNames:    append([]string(nil), dnsNames...),
+		IPAddresses: append([]net.IP(nil), ips...),
+		Usages:      []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageServerAuth},
+	}
+}
+
 // CSR encodes a PKCS#10 request for key.
 func (t Template) CSR(key crypto.Signer) ([]byte, error) {
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{

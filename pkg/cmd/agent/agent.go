@@ -11,20 +11,26 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/agent"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
-// DefaultSignerName is the signer node client certificates are asked of.
-const DefaultSignerName = "rekey.io/kube-apiserver-client-kubelet"
+// Default signers of node client and serving certificates.
+const (
+	DefaultSignerName        = "rekey.io/kube-apiserver-client-kubelet"
+	DefaultServingSignerName = "rekey.io/kubelet-serving"
+)
 
 // RunOptions are `rekey-agent run`'s flags, named as the kubelet names them.
 type RunOptions struct {
@@ -36,6 +42,16 @@ type RunOptions struct {
 	ExpirationSeconds   int32
 	WaitTimeout         time.Duration
 	Once                bool
+
+	// Serving also keeps a serving certificate (rekey-server-*.pem) for the
+	// node's DNS names and IPs, asked for with the client certificate.
+	Serving           bool
+	ServingSignerName string
+	NodeIPs           []net.IP
+	NodeDNSNames      []string
+
+	// MetricsBindAddress serves /metrics when set.
+	MetricsBindAddress string
 }
 
 // NewCommand returns the rekey-agent command.
@@ -50,7 +66,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 }
 
 func newRunCommand() *cobra.Command {
-	o := &RunOptions{SignerName: DefaultSignerName, WaitTimeout: 15 * time.Minute}
+	o := &RunOptions{SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName, WaitTimeout: 15 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Keep a current client certificate in --cert-dir: bootstrap it, then renew it at 70-90% of its lifetime",
@@ -71,6 +87,11 @@ func newRunCommand() *cobra.Command {
 	fs.Int32Var(&o.ExpirationSeconds, "expiration-seconds", 0, "lifetime to ask for (0: the signer's default)")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for one request to be decided before asking again")
 	fs.BoolVar(&o.Once, "once", false, "bootstrap or renew if due, then exit: 0 with a current certificate in place, non-zero otherwise")
+	fs.BoolVar(&o.Serving, "serving", false, "also keep a serving certificate for --node-ip and --node-dns (rekey-server-*.pem)")
+	fs.StringVar(&o.ServingSignerName, "serving-signer-name", o.ServingSignerName, "the signer of the serving certificate")
+	fs.IPSliceVar(&o.NodeIPs, "node-ip", nil, "an IP address of the node, for the serving certificate (repeatable)")
+	fs.StringSliceVar(&o.NodeDNSNames, "node-dns", nil, "a DNS name of the node, for the serving certificate (repeatable)")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
 	return cmd
 }
 
@@ -83,6 +104,12 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.ExpirationSeconds != 0 && o.ExpirationSeconds < 600 {
 		return errors.New("--expiration-seconds must be 0 or at least 600")
+	}
+	if o.Serving && len(o.NodeIPs)+len(o.NodeDNSNames) == 0 {
+		return errors.New("--serving needs at least one --node-ip or --node-dns")
+	}
+	if !o.Serving && len(o.NodeIPs)+len(o.NodeDNSNames) > 0 {
+		return errors.New("--node-ip and --node-dns are for --serving")
 	}
 	return nil
 }
@@ -97,35 +124,55 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err := clientcmd.ResolveLocalPaths(bootstrap); err != nil {
 		return fmt.Errorf("--bootstrap-kubeconfig: %w", err)
 	}
-	store := &agent.Store{Dir: o.CertDir, Prefix: agent.PrefixClient}
-	m := &agent.Manager{
-		Store:       store,
+	clientStore := &agent.Store{Dir: o.CertDir, Prefix: agent.PrefixClient}
+	managers := []*agent.Manager{{
+		Store:       clientStore,
 		Template:    agent.ClientTemplate(o.SignerName, o.NodeName),
 		NewClient:   clientFor(bootstrap),
 		WaitTimeout: o.WaitTimeout,
+	}}
+	if o.Serving {
+		managers = append(managers, &agent.Manager{
+			Store:    &agent.Store{Dir: o.CertDir, Prefix: agent.PrefixServer},
+			Template: agent.ServingTemplate(o.ServingSignerName, o.NodeName, o.NodeDNSNames, o.NodeIPs),
+			// A serving certificate is asked for as the node, with the
+			// client certificate.
+			NewClient: func(*tls.Certificate) (clientset.Interface, error) {
+				current, err := clientStore.Current()
+				if err != nil {
+					return nil, fmt.Errorf("the serving certificate is asked for with the client certificate: %w", err)
+				}
+				return clientFor(bootstrap)(current)
+			},
+			WaitTimeout: o.WaitTimeout,
+		})
 	}
-	if o.ExpirationSeconds > 0 {
-		m.ExpirationSeconds = &o.ExpirationSeconds
+	for _, m := range managers {
+		if o.ExpirationSeconds > 0 {
+			m.ExpirationSeconds = &o.ExpirationSeconds
+		}
+	}
+	agent.RegisterMetrics()
+	if o.MetricsBindAddress != "" {
+		if err := serveMetrics(ctx, o.MetricsBindAddress); err != nil {
+			return err
+		}
 	}
 	logger := klog.FromContext(ctx)
 	backoff := time.Second
 	for {
-		pair, err := m.Once(ctx)
-		if err == nil && o.Kubeconfig != "" {
-			err = agent.WriteNodeKubeconfig(o.Kubeconfig, bootstrap, store)
-		}
+		next, err := o.renew(ctx, managers, clientStore, bootstrap)
 		if o.Once {
 			return err
 		}
-		wait := backoff
+		wait := time.Until(next)
 		if err != nil {
+			wait = time.Duration(float64(backoff) * (0.5 + rand.Float64()))
 			logger.Error(err, "Certificate not renewed; retrying", "in", wait)
 			backoff = min(2*backoff, 5*time.Minute)
-			wait = time.Duration(float64(wait) * (0.5 + rand.Float64()))
 		} else {
 			backoff = time.Second
-			wait = time.Until(agent.RotationDeadline(pair.Leaf, nil))
-			logger.Info("Next renewal", "at", time.Now().Add(wait).UTC())
+			logger.Info("Next renewal", "at", next.UTC())
 		}
 		select {
 		case <-ctx.Done():
@@ -133,6 +180,50 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		case <-time.After(max(wait, 0)):
 		}
 	}
+}
+
+// renew runs every manager once (the client certificate first: the serving
+// one is asked for with it) and returns the earliest renewal deadline.
+func (o *RunOptions) renew(ctx context.Context, managers []*agent.Manager, clientStore *agent.Store, bootstrap *clientcmdapi.Config) (time.Time, error) {
+	var next time.Time
+	var errs []error
+	for i, m := range managers {
+		pair, err := m.Once(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Store.Prefix, err))
+			if i == 0 {
+				// Without a client certificate, nothing else can be asked.
+				break
+			}
+			continue
+		}
+		if i == 0 && o.Kubeconfig != "" {
+			if err := agent.WriteNodeKubeconfig(o.Kubeconfig, bootstrap, clientStore); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if d := agent.RotationDeadline(pair.Leaf, nil); next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// serveMetrics serves /metrics until ctx is done.
+func serveMetrics(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	return nil
 }
 
 // clientFor builds clients with the bootstrap kubeconfig's server and CA:

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	expirationSeconds = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "certificate_expiration_seconds",
+		Help:           "Seconds until the current certificate expires, by file prefix (rekey-client, rekey-server).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"prefix"})
+	renewals = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "renewals_total",
+		Help:           "Certificates obtained (bootstrap or renewal), by file prefix.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"prefix"})
+	renewalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "renewal_errors_total",
+		Help:           "Failed attempts to obtain a certificate, by file prefix and reason (denied, failed, timeout, api, store).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"prefix", "reason"})
+
+	registerOnce sync.Once
+)
+
+// RegisterMetrics adds the agent's metrics to the /metrics registry.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors)
+	})
+}
+
+// observe records an attempt's outcome and the current certificate's
+// remaining lifetime.
+func (m *Manager) observe(err error, notAfter time.Time) {
+	prefix := m.Store.Prefix
+	if err == nil {
+		if !notAfter.IsZero() {
+			expirationSeconds.WithLabelValues(prefix).Set(time.Until(notAfter).Seconds())
+		}
+		return
+	}
+	reason := "api"
+	var refusal *Refusal
+	var timeout *TimeoutError
+	var storeErr *StoreError
+	switch {
+	case errors.As(err, &refusal) && refusal.Condition == "Denied":
+		reason = "denied"
+	case errors.As(err, &refusal):
+		reason = "failed"
+	case errors.As(err, &timeout):
+		reason = "timeout"
+	case errors.As(err, &storeErr):
+		reason = "store"
+	}
+	renewalErrors.WithLabelValues(prefix, reason).Inc()
+}
+
+// TimeoutError is a request not decided within the wait.
+type TimeoutError struct {
+	Request string
+	Wait    time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return "certificate request " + e.Request + " not decided within " + e.Wait.String()
+}
+
+// StoreError is a failure to read or write the certificate directory.
+type StoreError struct{ Err error }
+
+func (e *StoreError) Error() string { return e.Err.Error() }
+func (e *StoreError) Unwrap() error { return e.Err }

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"rekey.io/rekey/pkg/agent"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+)
+
+func TestRunOptionsValidate(t *testing.T) {
+	valid := func() *RunOptions {
+		return &RunOptions{BootstrapKubeconfig: "b", CertDir: "d", NodeName: "n", SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName}
+	}
+	tests := map[string]struct {
+		mutate func(*RunOptions)
+		want   string
+	}{
+		"valid":                     {mutate: func(*RunOptions) {}},
+		"no bootstrap kubeconfig":   {mutate: func(o *RunOptions) { o.BootstrapKubeconfig = "" }, want: "--bootstrap-kubeconfig"},
+		"no cert dir":               {mutate: func(o *RunOptions) { o.CertDir = "" }, want: "--cert-dir"},
+		"no node name":              {mutate: func(o *RunOptions) { o.NodeName = "" }, want: "--node-name"},
+		"short lifetime":            {mutate: func(o *RunOptions) { o.ExpirationSeconds = 60 }, want: "--expiration-seconds"},
+		"serving without addresses": {mutate: func(o *RunOptions) { o.Serving = true }, want: "--node-ip"},
+		"addresses without serving": {mutate: func(o *RunOptions) { o.NodeIPs = []net.IP{net.ParseIP("10.0.0.1")} }, want: "--serving"},
+		"serving with an address": {mutate: func(o *RunOptions) {
+			o.Serving, o.NodeDNSNames = true, []string{"n.example.com"}
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := valid()
+			tc.mutate(o)
+			err := o.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate = %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Without a client certificate nothing else is asked for: the serving
+// certificate is requested as the node.
+func TestRenewStopsWhenTheClientCertificateFails(t *testing.T) {
+	dir := t.TempDir()
+	asked := 0
+	failing := func(*tls.Certificate) (clientset.Interface, error) {
+		asked++
+		return nil, errors.New("server down")
+	}
+	managers := []*agent.Manager{
+		{Store: &agent.Store{Dir: dir, Prefix: agent.PrefixClient}, Template: agent.ClientTemplate(DefaultSignerName, "n"), NewClient: failing},
+		{Store: &agent.Store{Dir: dir, Prefix: agent.PrefixServer}, Template: agent.ServingTemplate(DefaultServingSignerName, "n", []string{"n"}, nil), NewClient: failing},
+	}
+	_, err := (&RunOptions{}).renew(context.Background(), managers, managers[0].Store, nil)
+	if err == nil || !strings.Contains(err.Error(), "rekey-client") || asked != 1 {
+		t.Fatalf("err %v after %d attempts, want the client's failure only", err, asked)
+	}
+}
+
+func TestExecCredentialWithoutACertificateFails(t *testing.T) {
+	var out bytes.Buffer
+	cmd := NewCommand(&out)
+	cmd.SetArgs([]string{"exec-credential", "--cert-dir", t.TempDir()})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no usable client certificate") || out.Len() != 0 {
+		t.Fatalf("err %v, out %q", err, out.String())
+	}
+}
