@@ -20,6 +20,7 @@ import (
 
 	"crypto/tls"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
@@ -28,6 +29,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	"rekey.io/rekey/pkg/pki"
@@ -422,5 +424,74 @@ func TestMetricsCountRenewalsAndRefusals(t *testing.T) {
 	}
 	if v, err := testutil.GetCounterMetricValue(renewalErrors.WithLabelValues("metrics-test", "denied")); err != nil || v != 1 {
 		t.Fatalf("denied errors = %v, %v", v, err)
+	}
+}
+
+// caObjects returns the Signer and CA objects of DefaultSigner, the CA in
+// phase with current as its signing certificate.
+func caObjects(phase rotationv1alpha1.RotationPhase, current *pki.KeyPair) []runtime.Object {
+	signer := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName(DefaultSigner)},
+		Spec: certv1alpha1.SignerSpec{SignerName: DefaultSigner, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "kubelet-ca"}}}
+	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-ca"}}
+	ca.Status.Phase = phase
+	ca.Status.Current = &rotationv1alpha1.CACertificate{Certificate: string(current.CertPEM())}
+	return []runtime.Object{signer, ca}
+}
+
+func TestIssuerRotating(t *testing.T) {
+	oldCA, freshCA := newCA(t), newCA(t)
+	k := newKey(t)
+	leafPEM := issue(t, oldCA, &k.PublicKey, "system:node:n1", time.Now().Add(-time.Minute), time.Hour)
+	leaf, err := validation.ParseCertificateChain(leafPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		objects []runtime.Object
+		want    bool
+	}{
+		"no rotation":                   {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA)},
+		"preparing":                     {objects: caObjects(rotationv1alpha1.PhasePreparing, oldCA), want: true},
+		"prepared, new key signs":       {objects: caObjects(rotationv1alpha1.PhasePrepared, freshCA), want: true},
+		"prepared, already renewed":     {objects: caObjects(rotationv1alpha1.PhasePrepared, oldCA)},
+		"completing, new key":           {objects: caObjects(rotationv1alpha1.PhaseCompleting, freshCA), want: true},
+		"completed":                     {objects: caObjects(rotationv1alpha1.PhaseCompleted, freshCA)},
+		"signer not readable (missing)": {},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewSimpleClientset(tc.objects...)
+			got, why, err := IssuerRotating(context.Background(), client, DefaultSigner, leaf[0])
+			if err != nil || got != tc.want || got && !strings.Contains(why, "kubelet-ca") {
+				t.Fatalf("rotating = %v (%q), %v; want %v", got, why, err, tc.want)
+			}
+		})
+	}
+	forbidden := fake.NewSimpleClientset()
+	forbidden.PrependReactor("get", "signers", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("signers"), "x", errors.New("no"))
+	})
+	if got, _, err := IssuerRotating(context.Background(), forbidden, DefaultSigner, leaf[0]); got || err != nil {
+		t.Fatalf("without permission: %v %v, want false and no error", got, err)
+	}
+}
+
+// A certificate that is not due is renewed at once when its CA rotates.
+func TestOnceRenewsEarlyWhenTheIssuerRotates(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, _ := newManager(t, f)
+	if _, err := m.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rotating := false
+	m.CheckIssuer = func(context.Context, clientset.Interface, *x509.Certificate) (bool, string, error) {
+		return rotating, "CA rotating", nil
+	}
+	if _, err := m.Once(context.Background()); err != nil || f.creates != 1 {
+		t.Fatalf("not rotating: %v, %d creates", err, f.creates)
+	}
+	rotating = true
+	if _, err := m.Once(context.Background()); err != nil || f.creates != 2 {
+		t.Fatalf("rotating: %v, %d creates, want a renewal", err, f.creates)
 	}
 }

@@ -33,8 +33,13 @@ type Manager struct {
 	ExpirationSeconds *int32
 	// WaitTimeout bounds one wait for a request to be decided.
 	WaitTimeout time.Duration
-	// Jitter places the renewal in [70%, 90%] of the lifetime; nil draws.
+	// Jitter places the renewal in [70%, 90%] of the lifetime; nil takes
+	// it from the certificate.
 	Jitter func() float64
+	// CheckIssuer, when set, is asked whether a certificate that is not due
+	// must be renewed now because its issuing CA is rotating (see
+	// IssuerRotating).
+	CheckIssuer func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error)
 }
 
 // Refusal is a request its signer or approver turned down.
@@ -72,9 +77,14 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	logger := klog.FromContext(ctx)
 	current, err := m.Store.Current()
+	if err == nil && !m.Due(current.Leaf, m.Store.now()) {
+		rotating, why := m.issuerRotating(ctx, current)
+		if !rotating {
+			return current, false, nil
+		}
+		logger.Info("Renewing before the deadline", "prefix", m.Store.Prefix, "reason", why)
+	}
 	switch {
-	case err == nil && !m.Due(current.Leaf, m.Store.now()):
-		return current, false, nil
 	case err == nil:
 		logger.Info("Renewing certificate", "prefix", m.Store.Prefix, "notAfter", current.Leaf.NotAfter)
 	case errors.Is(err, ErrNoCertificate):
@@ -113,6 +123,24 @@ func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	}
 	logger.Info("Certificate stored", "prefix", m.Store.Prefix, "notAfter", stored.Leaf.NotAfter)
 	return stored, true, nil
+}
+
+// issuerRotating asks CheckIssuer, with the current certificate's client;
+// an error is logged and taken as "not rotating": the deadline still holds.
+func (m *Manager) issuerRotating(ctx context.Context, current *tls.Certificate) (bool, string) {
+	if m.CheckIssuer == nil {
+		return false, ""
+	}
+	client, err := m.NewClient(current)
+	if err == nil {
+		var rotating bool
+		var why string
+		if rotating, why, err = m.CheckIssuer(ctx, client, current.Leaf); err == nil {
+			return rotating, why
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Could not check the issuing CA", "prefix", m.Store.Prefix, "err", err)
+	return false, ""
 }
 
 // request finds or creates the request for key and waits for its

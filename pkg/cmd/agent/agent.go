@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,9 @@ type RunOptions struct {
 
 	// MetricsBindAddress serves /metrics when set.
 	MetricsBindAddress string
+	// IssuerCheckInterval is how often the issuing CA is looked at for a
+	// rotation (0: never; the deadline alone decides).
+	IssuerCheckInterval time.Duration
 }
 
 // NewCommand returns the rekey-agent command.
@@ -66,7 +70,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 }
 
 func newRunCommand() *cobra.Command {
-	o := &RunOptions{SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName, WaitTimeout: 15 * time.Minute}
+	o := &RunOptions{SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName, WaitTimeout: 15 * time.Minute, IssuerCheckInterval: time.Minute}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Keep a current client certificate in --cert-dir: bootstrap it, then renew it at 70-90% of its lifetime",
@@ -92,6 +96,7 @@ func newRunCommand() *cobra.Command {
 	fs.IPSliceVar(&o.NodeIPs, "node-ip", nil, "an IP address of the node, for the serving certificate (repeatable)")
 	fs.StringSliceVar(&o.NodeDNSNames, "node-dns", nil, "a DNS name of the node, for the serving certificate (repeatable)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
+	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
 }
 
@@ -151,6 +156,12 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		if o.ExpirationSeconds > 0 {
 			m.ExpirationSeconds = &o.ExpirationSeconds
 		}
+		if o.IssuerCheckInterval > 0 {
+			signerName := m.Template.SignerName
+			m.CheckIssuer = func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error) {
+				return agent.IssuerRotating(ctx, client, signerName, leaf)
+			}
+		}
 	}
 	agent.RegisterMetrics()
 	if o.MetricsBindAddress != "" {
@@ -172,7 +183,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			backoff = min(2*backoff, 5*time.Minute)
 		} else {
 			backoff = time.Second
-			logger.Info("Next renewal", "at", next.UTC())
+			logger.V(2).Info("Next look", "at", next.UTC())
 		}
 		select {
 		case <-ctx.Done():
@@ -205,6 +216,9 @@ func (o *RunOptions) renew(ctx context.Context, managers []*agent.Manager, clien
 		if d := agent.RotationDeadline(pair.Leaf, nil); next.IsZero() || d.Before(next) {
 			next = d
 		}
+	}
+	if check := time.Now().Add(o.IssuerCheckInterval); o.IssuerCheckInterval > 0 && check.Before(next) {
+		next = check
 	}
 	return next, errors.Join(errs...)
 }

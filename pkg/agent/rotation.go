@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/strictpem"
+)
+
+// IssuerRotating says whether the CA behind signerName is rotating away
+// from the key that issued leaf: it has started making a new key
+// (Preparing), or its current certificate, after Prepared, is not the
+// leaf's issuer. Renewing then, rather than at the deadline, moves the
+// node to the new key before the old one stops being trusted (rotation
+// runbook: the CA counts the certificates not renewed yet). An agent that
+// may not read Signers or CertificateAuthorities cannot tell and answers
+// false.
+func IssuerRotating(ctx context.Context, client clientset.Interface, signerName string, leaf *x509.Certificate) (bool, string, error) {
+	signer, err := client.CertificatesV1alpha1().Signers().Get(ctx, validation.SignerObjectName(signerName), metav1.GetOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, signer.Spec.CertificateAuthorityRef.Name, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	switch ca.Status.Phase {
+	case rotationv1alpha1.PhasePreparing:
+		return true, fmt.Sprintf("CertificateAuthority %s is making a new key (rotation Preparing)", ca.Name), nil
+	case rotationv1alpha1.PhasePrepared, rotationv1alpha1.PhaseCompleting:
+		if ca.Status.Current == nil {
+			return false, "", nil
+		}
+		certs, err := strictpem.Certificates([]byte(ca.Status.Current.Certificate), 1)
+		if err != nil {
+			return false, "", fmt.Errorf("CertificateAuthority %s: current certificate: %w", ca.Name, err)
+		}
+		if leaf.CheckSignatureFrom(certs[0]) != nil {
+			return true, fmt.Sprintf("CertificateAuthority %s signs with a new key (rotation %s)", ca.Name, ca.Status.Phase), nil
+		}
+	}
+	return false, "", nil
+}
