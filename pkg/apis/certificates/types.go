@@ -183,12 +183,20 @@ type ApprovalMode string
 const (
 	ApprovalManual      ApprovalMode = "Manual"
 	ApprovalNodeClient  ApprovalMode = "NodeClient"
+	ApprovalNodeServing ApprovalMode = "NodeServing"
 	ApprovalAttestation ApprovalMode = "Attestation"
 )
 
 // SignerApproval says how requests get approved.
 type SignerApproval struct {
-	Mode ApprovalMode
+	Mode        ApprovalMode
+	NodeServing *NodeServingApproval
+}
+
+// NodeServingApproval are allow-lists for NodeServing approval.
+type NodeServingApproval struct {
+	AllowedDNSSuffixes []string
+	AllowedIPPrefixes  []string
 }
 
 // SignerStatus is observed state of a signer.

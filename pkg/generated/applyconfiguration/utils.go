@@ -44,6 +44,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &certificatesv1alpha1.CertificateSigningRequestSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestStatus"):
 		return &certificatesv1alpha1.CertificateSigningRequestStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeServingApproval"):
+		return &certificatesv1alpha1.NodeServingApprovalApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Signer"):
 		return &certificatesv1alpha1.SignerApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SignerApproval"):

@@ -95,6 +95,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.CertificateSigningRequestList{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref),
 		v1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestSpec(ref),
 		v1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName():    schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref),
+		v1alpha1.NodeServingApproval{}.OpenAPIModelName():                schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref),
 		v1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
 		v1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
 		v1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
@@ -3135,6 +3136,57 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref c
 	}
 }
 
+func schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeServingApproval are allow-lists a node's serving certificate's addresses must also be in (besides being its Node's).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allowedDNSSuffixes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowedDNSSuffixes: every DNS name must end with one of these (for example \".nodes.example.com\"); empty allows any of the Node's names.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"allowedIPPrefixes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowedIPPrefixes: every IP address must be in one of these CIDR prefixes (for example \"10.0.0.0/8\"); empty allows any of the Node's addresses.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_certificates_v1alpha1_Signer(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3194,15 +3246,23 @@ func schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref common.ReferenceCa
 				Properties: map[string]spec.Schema{
 					"mode": {
 						SchemaProps: spec.SchemaProps{
-							Description: "mode is Manual (default), NodeClient or Attestation.\n\nPossible enum values:\n - `\"Attestation\"`\n - `\"Manual\"`\n - `\"NodeClient\"`",
+							Description: "mode is Manual (default), NodeClient, NodeServing or Attestation.\n\nPossible enum values:\n - `\"Attestation\"`\n - `\"Manual\"`\n - `\"NodeClient\"`\n - `\"NodeServing\"`",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Attestation", "Manual", "NodeClient"},
+							Enum:        []interface{}{"Attestation", "Manual", "NodeClient", "NodeServing"},
+						},
+					},
+					"nodeServing": {
+						SchemaProps: spec.SchemaProps{
+							Description: "nodeServing narrows NodeServing approval further; only with mode NodeServing.",
+							Ref:         ref(v1alpha1.NodeServingApproval{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
+		Dependencies: []string{
+			v1alpha1.NodeServingApproval{}.OpenAPIModelName()},
 	}
 }
 

@@ -47,6 +47,8 @@ func (m *CertificateSigningRequestStatus) Reset() { *m = CertificateSigningReque
 
 func (m *ExtraValue) Reset() { *m = ExtraValue{} }
 
+func (m *NodeServingApproval) Reset() { *m = NodeServingApproval{} }
+
 func (m *Signer) Reset() { *m = Signer{} }
 
 func (m *SignerApproval) Reset() { *m = SignerApproval{} }
@@ -427,6 +429,47 @@ func (m ExtraValue) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *NodeServingApproval) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *NodeServingApproval) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *NodeServingApproval) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.AllowedIPPrefixes) > 0 {
+		for iNdEx := len(m.AllowedIPPrefixes) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.AllowedIPPrefixes[iNdEx])
+			copy(dAtA[i:], m.AllowedIPPrefixes[iNdEx])
+			i = encodeVarintGenerated(dAtA, i, uint64(len(m.AllowedIPPrefixes[iNdEx])))
+			i--
+			dAtA[i] = 0x12
+		}
+	}
+	if len(m.AllowedDNSSuffixes) > 0 {
+		for iNdEx := len(m.AllowedDNSSuffixes) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.AllowedDNSSuffixes[iNdEx])
+			copy(dAtA[i:], m.AllowedDNSSuffixes[iNdEx])
+			i = encodeVarintGenerated(dAtA, i, uint64(len(m.AllowedDNSSuffixes[iNdEx])))
+			i--
+			dAtA[i] = 0xa
+		}
+	}
+	return len(dAtA) - i, nil
+}
+
 func (m *Signer) Marshal() (dAtA []byte, err error) {
 	size := m.Size()
 	dAtA = make([]byte, size)
@@ -500,6 +543,18 @@ func (m *SignerApproval) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.NodeServing != nil {
+		{
+			size, err := m.NodeServing.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
 	i -= len(m.Mode)
 	copy(dAtA[i:], m.Mode)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Mode)))
@@ -998,6 +1053,27 @@ func (m ExtraValue) Size() (n int) {
 	return n
 }
 
+func (m *NodeServingApproval) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if len(m.AllowedDNSSuffixes) > 0 {
+		for _, s := range m.AllowedDNSSuffixes {
+			l = len(s)
+			n += 1 + l + sovGenerated(uint64(l))
+		}
+	}
+	if len(m.AllowedIPPrefixes) > 0 {
+		for _, s := range m.AllowedIPPrefixes {
+			l = len(s)
+			n += 1 + l + sovGenerated(uint64(l))
+		}
+	}
+	return n
+}
+
 func (m *Signer) Size() (n int) {
 	if m == nil {
 		return 0
@@ -1021,6 +1097,10 @@ func (m *SignerApproval) Size() (n int) {
 	_ = l
 	l = len(m.Mode)
 	n += 1 + l + sovGenerated(uint64(l))
+	if m.NodeServing != nil {
+		l = m.NodeServing.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -1249,6 +1329,17 @@ func (this *CertificateSigningRequestStatus) String() string {
 	}, "")
 	return s
 }
+func (this *NodeServingApproval) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&NodeServingApproval{`,
+		`AllowedDNSSuffixes:` + fmt.Sprintf("%v", this.AllowedDNSSuffixes) + `,`,
+		`AllowedIPPrefixes:` + fmt.Sprintf("%v", this.AllowedIPPrefixes) + `,`,
+		`}`,
+	}, "")
+	return s
+}
 func (this *Signer) String() string {
 	if this == nil {
 		return "nil"
@@ -1267,6 +1358,7 @@ func (this *SignerApproval) String() string {
 	}
 	s := strings.Join([]string{`&SignerApproval{`,
 		`Mode:` + fmt.Sprintf("%v", this.Mode) + `,`,
+		`NodeServing:` + strings.Replace(this.NodeServing.String(), "NodeServingApproval", "NodeServingApproval", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2550,6 +2642,120 @@ func (m *ExtraValue) Unmarshal(dAtA []byte) error {
 	}
 	return nil
 }
+func (m *NodeServingApproval) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: NodeServingApproval: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: NodeServingApproval: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AllowedDNSSuffixes", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.AllowedDNSSuffixes = append(m.AllowedDNSSuffixes, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AllowedIPPrefixes", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.AllowedIPPrefixes = append(m.AllowedIPPrefixes, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
 func (m *Signer) Unmarshal(dAtA []byte) error {
 	l := len(dAtA)
 	iNdEx := 0
@@ -2759,6 +2965,42 @@ func (m *SignerApproval) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Mode = ApprovalMode(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field NodeServing", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.NodeServing == nil {
+				m.NodeServing = &NodeServingApproval{}
+			}
+			if err := m.NodeServing.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -151,7 +151,9 @@ type SubjectAltNamePolicy struct {
 // ApprovalMode says who approves a signer's requests: Manual (people or
 // external controllers through /approval), NodeClient (rekey approves node
 // client certificate requests the requester is authorized for by a
-// SubjectAccessReview), or Attestation (approval gated by TPM attestation).
+// SubjectAccessReview), NodeServing (rekey approves a node's serving
+// certificate request whose addresses are its Node's, in the host
+// cluster), or Attestation (approval gated by TPM attestation).
 // +enum
 type ApprovalMode string
 
@@ -159,14 +161,36 @@ type ApprovalMode string
 const (
 	ApprovalManual      ApprovalMode = "Manual"
 	ApprovalNodeClient  ApprovalMode = "NodeClient"
+	ApprovalNodeServing ApprovalMode = "NodeServing"
 	ApprovalAttestation ApprovalMode = "Attestation"
 )
 
 // SignerApproval says how requests get approved.
 type SignerApproval struct {
-	// mode is Manual (default), NodeClient or Attestation.
+	// mode is Manual (default), NodeClient, NodeServing or Attestation.
 	// +optional
 	Mode ApprovalMode `json:"mode,omitempty" protobuf:"bytes,1,opt,name=mode,casttype=ApprovalMode"`
+
+	// nodeServing narrows NodeServing approval further; only with mode
+	// NodeServing.
+	// +optional
+	NodeServing *NodeServingApproval `json:"nodeServing,omitempty" protobuf:"bytes,2,opt,name=nodeServing"`
+}
+
+// NodeServingApproval are allow-lists a node's serving certificate's
+// addresses must also be in (besides being its Node's).
+type NodeServingApproval struct {
+	// allowedDNSSuffixes: every DNS name must end with one of these (for
+	// example ".nodes.example.com"); empty allows any of the Node's names.
+	// +listType=atomic
+	// +optional
+	AllowedDNSSuffixes []string `json:"allowedDNSSuffixes,omitempty" protobuf:"bytes,1,rep,name=allowedDNSSuffixes"`
+	// allowedIPPrefixes: every IP address must be in one of these CIDR
+	// prefixes (for example "10.0.0.0/8"); empty allows any of the Node's
+	// addresses.
+	// +listType=atomic
+	// +optional
+	AllowedIPPrefixes []string `json:"allowedIPPrefixes,omitempty" protobuf:"bytes,2,rep,name=allowedIPPrefixes"`
 }
 
 // SignerStatus is the observed state of a signer.

@@ -52,6 +52,11 @@ func (in CertificateSigningRequestStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeServingApproval) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.NodeServingApproval"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Signer) OpenAPIModelName() string {
 	return "io.rekey.certificates.v1alpha1.Signer"
 }

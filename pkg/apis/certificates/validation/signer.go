@@ -2,12 +2,14 @@ package validation
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"rekey.io/rekey/pkg/apis/certificates"
@@ -18,7 +20,7 @@ const MinSignerDuration = 10 * time.Minute
 
 var (
 	knownSANTypes  = sets.New(certificates.SANTypeDNS, certificates.SANTypeIP, certificates.SANTypeEmail, certificates.SANTypeURI)
-	knownApprovals = sets.New(certificates.ApprovalManual, certificates.ApprovalNodeClient, certificates.ApprovalAttestation)
+	knownApprovals = sets.New(certificates.ApprovalManual, certificates.ApprovalNodeClient, certificates.ApprovalNodeServing, certificates.ApprovalAttestation)
 )
 
 // SignerObjectName is the object name a Signer for signerName must have:
@@ -45,7 +47,39 @@ func ValidateSigner(s *certificates.Signer) field.ErrorList {
 	allErrs = append(allErrs, validatePolicy(spec.Child("policy"), &s.Spec.Policy)...)
 	if !knownApprovals.Has(s.Spec.Approval.Mode) {
 		allErrs = append(allErrs, field.NotSupported(spec.Child("approval", "mode"), s.Spec.Approval.Mode,
-			[]string{string(certificates.ApprovalManual), string(certificates.ApprovalNodeClient), string(certificates.ApprovalAttestation)}))
+			[]string{string(certificates.ApprovalManual), string(certificates.ApprovalNodeClient), string(certificates.ApprovalNodeServing), string(certificates.ApprovalAttestation)}))
+	}
+	allErrs = append(allErrs, validateNodeServing(spec.Child("approval", "nodeServing"), &s.Spec.Approval)...)
+	return allErrs
+}
+
+// maxAllowList bounds each NodeServing allow-list.
+const maxAllowList = 64
+
+func validateNodeServing(fldPath *field.Path, a *certificates.SignerApproval) field.ErrorList {
+	ns := a.NodeServing
+	if ns == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	if a.Mode != certificates.ApprovalNodeServing {
+		return append(allErrs, field.Forbidden(fldPath, "only with approval mode NodeServing"))
+	}
+	if len(ns.AllowedDNSSuffixes) > maxAllowList {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("allowedDNSSuffixes"), len(ns.AllowedDNSSuffixes), maxAllowList))
+	}
+	for i, suffix := range ns.AllowedDNSSuffixes {
+		for _, msg := range k8svalidation.IsDNS1123Subdomain(strings.TrimPrefix(suffix, ".")) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("allowedDNSSuffixes").Index(i), suffix, msg))
+		}
+	}
+	if len(ns.AllowedIPPrefixes) > maxAllowList {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("allowedIPPrefixes"), len(ns.AllowedIPPrefixes), maxAllowList))
+	}
+	for i, prefix := range ns.AllowedIPPrefixes {
+		if p, err := netip.ParsePrefix(prefix); err != nil || p.Masked() != p {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("allowedIPPrefixes").Index(i), prefix, "must be a CIDR prefix with no host bits set, such as 10.0.0.0/8 or fd00::/8"))
+		}
 	}
 	return allErrs
 }

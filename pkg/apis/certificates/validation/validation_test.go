@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -389,5 +390,41 @@ func TestConditionsAreBounded(t *testing.T) {
 	}
 	if errs := validateConditions(path, []certificates.CertificateSigningRequestCondition{{Type: "example.com/Checked", Status: metav1.ConditionTrue}}); len(errs) != 0 {
 		t.Fatalf("a prefixed condition type was refused: %v", errs)
+	}
+}
+
+func TestValidateNodeServingApproval(t *testing.T) {
+	signer := func(mode certificates.ApprovalMode, ns *certificates.NodeServingApproval) *certificates.Signer {
+		return &certificates.Signer{
+			ObjectMeta: metav1.ObjectMeta{Name: "example.com:serving"},
+			Spec: certificates.SignerSpec{SignerName: "example.com/serving", CertificateAuthorityRef: certificates.CertificateAuthorityReference{Name: "ca"},
+				Policy:   certificates.SignerPolicy{MaxDuration: metav1.Duration{Duration: time.Hour}},
+				Approval: certificates.SignerApproval{Mode: mode, NodeServing: ns}},
+		}
+	}
+	tests := map[string]struct {
+		signer   *certificates.Signer
+		field    string
+		contains string
+	}{
+		"mode alone":         {signer: signer(certificates.ApprovalNodeServing, nil)},
+		"allow-lists":        {signer: signer(certificates.ApprovalNodeServing, &certificates.NodeServingApproval{AllowedDNSSuffixes: []string{".nodes.example.com", "example.org"}, AllowedIPPrefixes: []string{"10.0.0.0/8", "fd00::/8"}})},
+		"with another mode":  {signer: signer(certificates.ApprovalManual, &certificates.NodeServingApproval{}), field: "spec.approval.nodeServing", contains: "NodeServing"},
+		"bad DNS suffix":     {signer: signer(certificates.ApprovalNodeServing, &certificates.NodeServingApproval{AllowedDNSSuffixes: []string{"Bad_Suffix"}}), field: "spec.approval.nodeServing.allowedDNSSuffixes[0]", contains: "Invalid"},
+		"bad prefix":         {signer: signer(certificates.ApprovalNodeServing, &certificates.NodeServingApproval{AllowedIPPrefixes: []string{"10.0.0.1"}}), field: "spec.approval.nodeServing.allowedIPPrefixes[0]", contains: "CIDR"},
+		"host bits set":      {signer: signer(certificates.ApprovalNodeServing, &certificates.NodeServingApproval{AllowedIPPrefixes: []string{"10.0.0.1/8"}}), field: "spec.approval.nodeServing.allowedIPPrefixes[0]", contains: "host bits"},
+		"unknown mode lists": {signer: signer("Whatever", nil), field: "spec.approval.mode", contains: "NodeServing"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			errs := ValidateSigner(tc.signer)
+			if tc.field == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			requireError(t, errs, tc.field, tc.contains)
+		})
 	}
 }

@@ -27,8 +27,11 @@ import (
 //
 // SignerApproval says how requests get approved.
 type SignerApprovalApplyConfiguration struct {
-	// mode is Manual (default), NodeClient or Attestation.
+	// mode is Manual (default), NodeClient, NodeServing or Attestation.
 	Mode *certificatesv1alpha1.ApprovalMode `json:"mode,omitempty"`
+	// nodeServing narrows NodeServing approval further; only with mode
+	// NodeServing.
+	NodeServing *NodeServingApprovalApplyConfiguration `json:"nodeServing,omitempty"`
 }
 
 // SignerApprovalApplyConfiguration constructs a declarative configuration of the SignerApproval type for use with
@@ -42,5 +45,13 @@ func SignerApproval() *SignerApprovalApplyConfiguration {
 // If called multiple times, the Mode field is set to the value of the last call.
 func (b *SignerApprovalApplyConfiguration) WithMode(value certificatesv1alpha1.ApprovalMode) *SignerApprovalApplyConfiguration {
 	b.Mode = &value
+	return b
+}
+
+// WithNodeServing sets the NodeServing field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodeServing field is set to the value of the last call.
+func (b *SignerApprovalApplyConfiguration) WithNodeServing(value *NodeServingApprovalApplyConfiguration) *SignerApprovalApplyConfiguration {
+	b.NodeServing = value
 	return b
 }
