@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"rekey.io/rekey/pkg/controller/certificateauthority"
@@ -52,8 +55,23 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		Synced:     func() bool { return signers.Informer().HasSynced() && cas.Informer().HasSynced() },
 		Authorizer: c.GenericConfig.Authorization.Authorizer,
 	}
+	starts := []func(<-chan struct{}){factory.Start}
+	if c.ExtraConfig.KubeConfig != nil {
+		// NodeServing approval in the create reads the host cluster's
+		// Nodes and Services.
+		kube, err := kubernetes.NewForConfig(c.ExtraConfig.KubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("creating the host cluster client: %w", err)
+		}
+		all := kubeinformers.NewSharedInformerFactory(kube, 10*time.Minute)
+		inDefault := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
+		sync.Cluster = issuer.NewListerClusterView(all, inDefault)
+		starts = append(starts, all.Start, inDefault.Start)
+	}
 	err = s.GenericAPIServer.AddPostStartHook("rekey-synchronous-issuer", func(hook genericapiserver.PostStartHookContext) error {
-		factory.Start(hook.Done())
+		for _, start := range starts {
+			start(hook.Done())
+		}
 		return nil
 	})
 	return sync, err

@@ -31,6 +31,9 @@ type Synchronous struct {
 	// SignerApproval admission plugin checks it first) and answers the
 	// NodeClient SubjectAccessReview.
 	Authorizer authorizer.Authorizer
+	// Cluster reads Nodes and Services for NodeServing approval; nil
+	// without a host cluster.
+	Cluster ClusterView
 }
 
 // served returns the Signer object serving the request's signer name, or
@@ -91,9 +94,11 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 	if err != nil {
 		return Outcome{}, err
 	}
-	approval, err := AutoApproveNodeClient(ctx, s.Authorizer, signer, versioned)
+	approval, err := AutoApprove(ctx, s.Authorizer, s.Cluster, signer, versioned)
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Stored pending: the review failed; the approver will ask again", "csr", csr.Name, "err", err)
+		// A refusal is the approver controller's to report (an event);
+		// a failed review, its to retry.
+		klog.FromContext(ctx).V(2).Info("Stored pending", "csr", csr.Name, "reason", err.Error())
 		return Outcome{}, nil
 	}
 	if approval == nil {

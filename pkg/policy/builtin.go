@@ -57,7 +57,14 @@ var (
 
 // BuiltIns returns the built-in signers and their CAs, which the server
 // creates on first start. Their CAs keep keys in the Etcd key store.
-func BuiltIns() []BuiltIn {
+// rekey.io/kubelet-serving approves against the Node (NodeServing) when
+// there is a host cluster to read Nodes from, and waits for a person
+// otherwise.
+func BuiltIns(hostCluster bool) []BuiltIn {
+	servingMode := certv1alpha1.ApprovalManual
+	if hostCluster {
+		servingMode = certv1alpha1.ApprovalNodeServing
+	}
 	specs := []struct {
 		name   string
 		policy certv1alpha1.SignerPolicy
@@ -65,7 +72,7 @@ func BuiltIns() []BuiltIn {
 	}{
 		{"rekey.io/kube-apiserver-client", KubeAPIServerClientPolicy, certv1alpha1.ApprovalManual},
 		{"rekey.io/kube-apiserver-client-kubelet", KubeletClientPolicy, certv1alpha1.ApprovalNodeClient},
-		{"rekey.io/kubelet-serving", KubeletServingPolicy, certv1alpha1.ApprovalManual},
+		{"rekey.io/kubelet-serving", KubeletServingPolicy, servingMode},
 		{"rekey.io/kube-apiserver-client-kubelet-tpm", KubeletClientPolicy, certv1alpha1.ApprovalAttestation},
 		{"rekey.io/kubelet-serving-tpm", KubeletServingPolicy, certv1alpha1.ApprovalAttestation},
 	}

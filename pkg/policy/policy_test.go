@@ -258,7 +258,7 @@ func TestCertSignUsageIsRefused(t *testing.T) {
 
 func TestBuiltInsAreValid(t *testing.T) {
 	names := map[string]bool{}
-	for _, b := range BuiltIns() {
+	for _, b := range BuiltIns(false) {
 		if names[b.Signer.Spec.SignerName] {
 			t.Errorf("duplicate %s", b.Signer.Spec.SignerName)
 		}
@@ -269,5 +269,21 @@ func TestBuiltInsAreValid(t *testing.T) {
 	}
 	if len(names) != 5 {
 		t.Fatalf("%d built-in signers, want 5", len(names))
+	}
+}
+
+// kubelet-serving approves against the Node only where Nodes can be read.
+func TestKubeletServingApprovalDependsOnTheHostCluster(t *testing.T) {
+	mode := func(hostCluster bool) certv1alpha1.ApprovalMode {
+		for _, b := range BuiltIns(hostCluster) {
+			if b.Signer.Spec.SignerName == "rekey.io/kubelet-serving" {
+				return b.Signer.Spec.Approval.Mode
+			}
+		}
+		t.Fatal("no rekey.io/kubelet-serving")
+		return ""
+	}
+	if mode(true) != certv1alpha1.ApprovalNodeServing || mode(false) != certv1alpha1.ApprovalManual {
+		t.Fatalf("with a host cluster %s, without %s", mode(true), mode(false))
 	}
 }

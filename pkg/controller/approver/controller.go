@@ -5,11 +5,14 @@ package approver
 
 import (
 	"context"
+	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -33,7 +36,17 @@ type Controller struct {
 
 	csrs         *csrcontroller.Controller
 	signerSynced cache.InformerSynced
+
+	cluster issuer.ClusterView
+	events  record.EventRecorder
 }
+
+// SetCluster gives the controller the host cluster's Nodes and Services
+// for NodeServing approval.
+func (c *Controller) SetCluster(view issuer.ClusterView) { c.cluster = view }
+
+// SetEventRecorder makes refusals events in the host cluster.
+func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
 
 // NewController wires the controller. authz answers SubjectAccessReviews:
 // in aggregated mode it is the delegating authorizer, which asks the host
@@ -55,17 +68,28 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.csrs.Run(ctx, workers, c.signerSynced)
 }
 
-// Handle approves a pending request when its signer is in NodeClient mode,
-// the request is shaped like a node client request, and a
-// SubjectAccessReview says the requester may have it (issuer.AutoApproveNodeClient,
-// the same decision the create of the request takes when it can). Anything
-// else is left for a person; nothing is ever denied.
+// Handle approves a pending request when its signer approves without a
+// person and the request passes (issuer.AutoApprove: NodeClient by a
+// SubjectAccessReview, NodeServing against the Node; the same decision the
+// create of the request takes when it can). Anything else is left for a
+// person, NodeServing refusals with an event saying why; nothing is ever
+// denied.
 func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest) error {
 	signer, err := c.signers.Get(validation.SignerObjectName(csr.Spec.SignerName))
 	if err != nil {
 		return nil
 	}
-	approval, err := issuer.AutoApproveNodeClient(ctx, c.authz, signer, csr)
+	approval, err := issuer.AutoApprove(ctx, c.authz, c.cluster, signer, csr)
+	var refusal *issuer.NodeServingRefusal
+	if errors.As(err, &refusal) {
+		// Left to a person, with the reason where they will look. One
+		// request's refusal does not hold up the others.
+		if c.events != nil {
+			c.events.Eventf(csr, corev1.EventTypeWarning, "NotAutoApproved", "Not approved automatically: %s", refusal.Reason)
+		}
+		klog.FromContext(ctx).V(2).Info("Not auto-approving", "csr", csr.Name, "reason", refusal.Reason)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ import (
 	clientsetscheme "rekey.io/rekey/pkg/generated/clientset/versioned/scheme"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -131,7 +132,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the controllers' client: %w", err)
 	}
-	if err := EnsureBuiltIns(ctx, client); err != nil {
+	if err := EnsureBuiltIns(ctx, client, m.opts.KubeConfig != nil); err != nil {
 		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
 	opts := m.opts
@@ -154,20 +155,24 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	cleanerController := cleaner.NewController(client, clk, opts.CleanerInterval)
 
 	var publisherController *publisher.Controller
-	var kubeFactory kubeinformers.SharedInformerFactory
+	var kubeFactory, defaultNamespace kubeinformers.SharedInformerFactory
 	if opts.KubeConfig != nil {
 		kubeClient, err := kubernetes.NewForConfig(opts.KubeConfig)
 		if err != nil {
 			return fmt.Errorf("creating the host cluster client: %w", err)
 		}
 		kubeFactory = kubeinformers.NewSharedInformerFactory(kubeClient, 10*time.Minute)
+		defaultNamespace = kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
+		approverController.SetCluster(issuer.NewListerClusterView(kubeFactory, defaultNamespace))
 		publisherController = publisher.NewController(kubeClient, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
 		// Rotations show as events on the CA in the host cluster, so that
 		// requesters learn early.
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
 		defer broadcaster.Shutdown()
-		caController.SetEventRecorder(broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"}))
+		recorder := broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"})
+		caController.SetEventRecorder(recorder)
+		approverController.SetEventRecorder(recorder)
 	}
 
 	for _, f := range []informers.SharedInformerFactory{factory, pendingFactory, approvedFactory} {
@@ -181,8 +186,10 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	}
 	if publisherController != nil {
 		kubeFactory.Start(ctx.Done())
+		defaultNamespace.Start(ctx.Done())
 		run(func() { publisherController.Run(ctx, 2) })
 		defer kubeFactory.Shutdown()
+		defer defaultNamespace.Shutdown()
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
@@ -216,8 +223,10 @@ func TrimForCache(obj any) (any, error) {
 
 // EnsureBuiltIns creates the built-in CAs and signers that do not exist
 // yet. Existing ones are left as they are: an operator may have tuned them.
-func EnsureBuiltIns(ctx context.Context, client clientset.Interface) error {
-	for _, b := range policy.BuiltIns() {
+// hostCluster says Nodes can be read, so that kubelet serving requests can
+// be approved against them (NodeServing).
+func EnsureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster bool) error {
+	for _, b := range policy.BuiltIns(hostCluster) {
 		ca := b.CA
 		if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &ca, metav1.CreateOptions{FieldManager: "rekey-bootstrap"}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CertificateAuthority %s: %w", ca.Name, err)
