@@ -495,3 +495,32 @@ func TestOnceRenewsEarlyWhenTheIssuerRotates(t *testing.T) {
 		t.Fatalf("rotating: %v, %d creates, want a renewal", err, f.creates)
 	}
 }
+
+// A crash during the swap leaves the temporary link and maybe a partial
+// pair file behind: the current pair is still whole, and the next update
+// replaces the leftovers.
+func TestStoreSurvivesACrashDuringTheSwap(t *testing.T) {
+	ca := newCA(t)
+	dir := t.TempDir()
+	s := &Store{Dir: dir, Prefix: PrefixClient}
+	k1, k2 := newKey(t), newKey(t)
+	if _, err := s.Update(issue(t, ca, &k1.PublicKey, "system:node:a", time.Now().Add(-time.Minute), time.Hour), k1); err != nil {
+		t.Fatal(err)
+	}
+	// The crashed update: a partial file and the new link not renamed yet.
+	if err := os.WriteFile(filepath.Join(dir, PrefixClient+"-9999.pem.partial"), []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(PrefixClient+"-9999.pem", s.CurrentPath()+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := s.Current(); err != nil || !cur.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(&k1.PublicKey) {
+		t.Fatalf("after a crash during the swap: %v", err)
+	}
+	if _, err := s.Update(issue(t, ca, &k2.PublicKey, "system:node:a", time.Now().Add(-time.Minute), time.Hour), k2); err != nil {
+		t.Fatalf("the update after the crash: %v", err)
+	}
+	if cur, err := s.Current(); err != nil || !cur.Leaf.PublicKey.(*ecdsa.PublicKey).Equal(&k2.PublicKey) {
+		t.Fatalf("after the next update: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,9 +18,9 @@ import (
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"rekey.io/rekey/pkg/agent"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/agent"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/standalone"
 	"rekey.io/rekey/test/framework"
@@ -136,22 +138,7 @@ func TestAgentBootstrapsFromNothing(t *testing.T) {
 func TestAgentRestartedWhileWaitingFindsItsRequest(t *testing.T) {
 	srv := framework.StartStandalone(t, t.TempDir())
 	ctx := context.Background()
-	if _, err := srv.Client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodes-by-hand"}, Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "nodes by hand", KeyAlgorithm: rotationv1alpha1.ECDSAP256},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Client.CertificatesV1alpha1().Signers().Create(ctx, &certv1alpha1.Signer{
-		ObjectMeta: metav1.ObjectMeta{Name: "example.com:nodes-by-hand"},
-		Spec: certv1alpha1.SignerSpec{SignerName: "example.com/nodes-by-hand", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "nodes-by-hand"},
-			Policy: certv1alpha1.SignerPolicy{
-				AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
-				MaxDuration:   metav1.Duration{Duration: 24 * time.Hour},
-			}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	caOf(t, srv.Client, "nodes-by-hand")
+	makeManualNodeSigner(t, srv)
 	certDir := t.TempDir()
 	args := []string{"run", "--once", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--cert-dir", certDir,
 		"--node-name", "n2", "--signer-name", "example.com/nodes-by-hand", "--wait-timeout", "2s"}
@@ -180,5 +167,79 @@ func TestAgentRestartedWhileWaitingFindsItsRequest(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(certDir, agent.PrefixClient+".key.tmp")); !os.IsNotExist(err) {
 		t.Errorf("pending key left behind: %v", err)
+	}
+}
+
+// makeManualNodeSigner creates example.com/nodes-by-hand: node client
+// certificates a person approves.
+func makeManualNodeSigner(t *testing.T, srv *framework.Standalone) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := srv.Client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodes-by-hand"}, Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "nodes by hand", KeyAlgorithm: rotationv1alpha1.ECDSAP256},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Client.CertificatesV1alpha1().Signers().Create(ctx, &certv1alpha1.Signer{
+		ObjectMeta: metav1.ObjectMeta{Name: "example.com:nodes-by-hand"},
+		Spec: certv1alpha1.SignerSpec{SignerName: "example.com/nodes-by-hand", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "nodes-by-hand"},
+			Policy: certv1alpha1.SignerPolicy{
+				AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
+				MaxDuration:   metav1.Duration{Duration: 24 * time.Hour},
+			}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	caOf(t, srv.Client, "nodes-by-hand")
+}
+
+// TestAgentKilledAfterCreatingItsRequest: SIGKILL while waiting on the
+// request it created; the restarted agent creates no second request and
+// stores the certificate once it is approved.
+func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
+	srv := framework.StartStandalone(t, t.TempDir())
+	makeManualNodeSigner(t, srv)
+	certDir := t.TempDir()
+	args := []string{"run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--cert-dir", certDir,
+		"--node-name", "n3", "--signer-name", "example.com/nodes-by-hand", "--wait-timeout", "10m"}
+	cmd := exec.Command(framework.Binary(t, "rekey-agent"), args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var requests []certv1alpha1.CertificateSigningRequest
+	deadline := time.Now().Add(30 * time.Second)
+	for len(requests) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		requests = nodeRequests(t, srv.Client)
+	}
+	if len(requests) != 1 {
+		t.Fatalf("%d requests while the agent waits, want 1", len(requests))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	restarted := exec.Command(framework.Binary(t, "rekey-agent"), append(args, "--once")...)
+	var out bytes.Buffer
+	restarted.Stdout, restarted.Stderr = &out, &out
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Give the restarted agent time to find (or wrongly make) its request.
+	time.Sleep(2 * time.Second)
+	if n := len(nodeRequests(t, srv.Client)); n != 1 {
+		t.Fatalf("%d requests after the restart, want the same one", n)
+	}
+	if _, err := approve(context.Background(), srv.Client, &requests[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Wait(); err != nil {
+		t.Fatalf("restarted agent: %v\n%s", err, out.String())
+	}
+	pair, err := (&agent.Store{Dir: certDir, Prefix: agent.PrefixClient}).Current()
+	if err != nil || pair.Leaf.Subject.CommonName != "system:node:n3" {
+		t.Fatalf("stored: %v", err)
 	}
 }
