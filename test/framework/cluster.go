@@ -393,6 +393,15 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) 
 	return path, standalone.WriteKubeconfig(path, c.KubeAPIURL, c.ServingCA.CertPEM(), user, kp.CertPEM(), keyPEM)
 }
 
+// TrustClientCAs makes kube-apiserver trust client certificates of the
+// given CAs (PEM) besides the framework's own client CA, as an operator
+// adds a signer's trust bundle to --client-ca-file; kube-apiserver reloads
+// the file by itself. Replaces what an earlier call added.
+func (c *Cluster) TrustClientCAs(extraPEM []byte) error {
+	data := append(c.ClientCA.CertPEM(), extraPEM...)
+	return pki.WriteFileAtomic(filepath.Join(c.Dir, "pki", "client-ca.crt"), data, 0o644)
+}
+
 // UserClient returns a rekey clientset that talks to the kube-apiserver
 // (and through the aggregator to rekey) as user in groups.
 func (c *Cluster) UserClient(user string, groups ...string) (clientset.Interface, string, error) {

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/agent"
+	"rekey.io/rekey/test/framework"
+)
+
+const kubeletClientCA = "rekey.io-kube-apiserver-client-kubelet"
+
+// trustKubeletClientCA makes kube-apiserver trust the kubelet client CA's
+// current trust bundle, as an operator does with --client-ca-file.
+func trustKubeletClientCA(t *testing.T) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
+	ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(context.Background(), kubeletClientCA, metav1.GetOptions{})
+	if err != nil || ca.Status.TrustBundle == "" {
+		t.Fatalf("kubelet client CA: %v %+v", err, ca)
+	}
+	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// whoAmI asks kube-apiserver who the node kubeconfig's certificate is,
+// retrying while kube-apiserver reloads its client CA file.
+func whoAmI(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	var name string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return false, err
+		}
+		review, err := kubernetes.NewForConfigOrDie(cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return false, nil
+		}
+		name = review.Status.UserInfo.Username
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the node kubeconfig does not authenticate to kube-apiserver")
+	}
+	return name
+}
+
+func rotateAndWait(t *testing.T, action rotationv1alpha1.RotationAction, force bool, phase rotationv1alpha1.RotationPhase) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, kubeletClientCA, &rotationv1alpha1.Rotation{Action: action, Force: force}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("rotation %s: %v", action, err)
+	}
+	var ca *rotationv1alpha1.CertificateAuthority
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, kubeletClientCA, metav1.GetOptions{})
+		return err == nil && ca.Status.Phase == phase, nil
+	})
+	if err != nil {
+		t.Fatalf("CA did not reach %s: %+v", phase, ca.Status)
+	}
+	return ca
+}
+
+// TestAgentAgainstKubeAPIServer: rekey-agent bootstraps a node's client
+// certificate through the aggregator with a bootstrap identity, writes a
+// kubeconfig kube-apiserver accepts as the node, and renews at once when
+// the kubelet client CA rotates, twice; after each rotation completes, the
+// node still authenticates, with a certificate of the new key.
+func TestAgentAgainstKubeAPIServer(t *testing.T) {
+	trustKubeletClientCA(t)
+	bootstrap, err := cluster.UserKubeconfig("system:bootstrap:e2eagent", "system:bootstrappers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	nodeKubeconfig := filepath.Join(t.TempDir(), "node.kubeconfig")
+	bin, err := framework.BinaryPath("rekey-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", nodeKubeconfig,
+		"--cert-dir", certDir, "--node-name", "e2e-agent-node", "--issuer-check-interval", "1s", "--wait-timeout", "2m")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("rekey-agent output:\n%s", out.String())
+		}
+	}()
+	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+	current := func() *x509.Certificate {
+		pair, err := store.Current()
+		if err != nil {
+			return nil
+		}
+		return pair.Leaf
+	}
+	waitForCertificate := func(what string, ok func(*x509.Certificate) bool) *x509.Certificate {
+		t.Helper()
+		var leaf *x509.Certificate
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+			leaf = current()
+			return leaf != nil && ok(leaf), nil
+		})
+		if err != nil {
+			t.Fatalf("no certificate %s", what)
+		}
+		return leaf
+	}
+	first := waitForCertificate("from the bootstrap", func(*x509.Certificate) bool { return true })
+	if got := whoAmI(t, nodeKubeconfig); got != "system:node:e2e-agent-node" {
+		t.Fatalf("kube-apiserver sees the node as %q", got)
+	}
+
+	previous := first
+	for round := 1; round <= 2; round++ {
+		ca := rotateAndWait(t, rotationv1alpha1.RotationStart, false, rotationv1alpha1.PhasePrepared)
+		// Trust old and new while both are in the bundle.
+		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+			t.Fatal(err)
+		}
+		renewed := waitForCertificate(fmt.Sprintf("renewed in rotation %d", round), func(c *x509.Certificate) bool { return !c.Equal(previous) })
+		if renewed.Subject.CommonName != "system:node:e2e-agent-node" {
+			t.Fatalf("renewed subject %v", renewed.Subject)
+		}
+		ca = rotateAndWait(t, rotationv1alpha1.RotationComplete, true, rotationv1alpha1.PhaseCompleted)
+		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+			t.Fatal(err)
+		}
+		if got := whoAmI(t, nodeKubeconfig); got != "system:node:e2e-agent-node" {
+			t.Fatalf("after rotation %d kube-apiserver sees the node as %q", round, got)
+		}
+		previous = renewed
+	}
+}
