@@ -205,12 +205,12 @@ func TestRotationDeadlineIsBetween70And90Percent(t *testing.T) {
 		}
 	}
 	d := RotationDeadline(cert, nil)
-	if d != RotationDeadline(cert, nil) || d.Before(t0.Add(70*time.Hour)) || d.After(t0.Add(90*time.Hour)) {
+	if !d.Equal(RotationDeadline(cert, nil)) || d.Before(t0.Add(70*time.Hour)) || d.After(t0.Add(90*time.Hour)) {
 		t.Fatalf("certificate-derived deadline %s is not stable or not in [70%%, 90%%]", d)
 	}
 	other := *cert
 	other.Raw = []byte("another certificate")
-	if RotationDeadline(&other, nil) == d {
+	if RotationDeadline(&other, nil).Equal(d) {
 		t.Error("two certificates, one deadline: nodes would renew together")
 	}
 }

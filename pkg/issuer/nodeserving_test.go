@@ -70,26 +70,31 @@ func TestDecideNodeServing(t *testing.T) {
 		refused string // "" means approved
 		err     bool
 	}{
-		"the node's own addresses":  {req: node},
-		"IP only, ECDSA usages":     {req: with(func(r *req) { r.dns, r.usages = nil, serving[:1:1]; r.usages = append(r.usages, certv1alpha1.UsageServerAuth) })},
-		"not a node":                {req: with(func(r *req) { r.user = "alice" }), refused: "not a node"},
-		"node name without group":   {req: with(func(r *req) { r.groups = []string{"system:authenticated"} }), refused: "not a node"},
-		"another node's CN":         {req: with(func(r *req) { r.cn = "system:node:n2" }), refused: "common name"},
-		"extra organization":        {req: with(func(r *req) { r.org = []string{"system:nodes", "admins"} }), refused: "organization"},
-		"client usage":              {req: with(func(r *req) { r.usages = append(append([]certv1alpha1.KeyUsage(nil), serving...), certv1alpha1.UsageClientAuth) }), refused: "not a serving usage"},
-		"no server auth":            {req: with(func(r *req) { r.usages = serving[:2] }), refused: "lack"},
-		"no address":                {req: with(func(r *req) { r.dns, r.ips = nil, nil }), refused: "no address"},
-		"extra DNS name":            {req: with(func(r *req) { r.dns = append(r.dns, "evil.example.com") }), refused: `"evil.example.com" is not among`},
-		"another node's IP":         {req: with(func(r *req) { r.ips = []string{"10.0.0.6"} }), refused: "10.0.0.6 is not among"},
-		"kube-apiserver's address":  {req: with(func(r *req) { r.ips = []string{"10.0.0.1"} }), refused: "kube-apiserver"},
-		"a Service's address":       {req: with(func(r *req) { r.ips = []string{"10.96.0.10"} }), refused: "Service kube-system/dns"},
-		"a Service's DNS name":      {req: with(func(r *req) { r.dns = []string{"kubernetes.default.svc"} }), refused: "names a Service"},
-		"Node does not exist":       {req: with(func(r *req) { r.user, r.cn = "system:node:n9", "system:node:n9" }), refused: `no Node "n9"`},
-		"outside the DNS suffixes":  {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedDNSSuffixes: []string{".nodes.example.com"}}, refused: `"n1" is not under`},
-		"inside the DNS suffixes":   {req: with(func(r *req) { r.dns = r.dns[:1] }), allow: &certv1alpha1.NodeServingApproval{AllowedDNSSuffixes: []string{".nodes.example.com"}}},
-		"outside the IP prefixes":   {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"192.168.0.0/16"}}, refused: "allowed prefixes"},
-		"inside the IP prefixes":    {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"10.0.0.0/24"}}},
-		"cluster not readable":      {req: node, cluster: fakeCluster{err: errors.New("not synced")}, err: true},
+		"the node's own addresses": {req: node},
+		"IP only, ECDSA usages": {req: with(func(r *req) {
+			r.dns, r.usages = nil, serving[:1:1]
+			r.usages = append(r.usages, certv1alpha1.UsageServerAuth)
+		})},
+		"not a node":              {req: with(func(r *req) { r.user = "alice" }), refused: "not a node"},
+		"node name without group": {req: with(func(r *req) { r.groups = []string{"system:authenticated"} }), refused: "not a node"},
+		"another node's CN":       {req: with(func(r *req) { r.cn = "system:node:n2" }), refused: "common name"},
+		"extra organization":      {req: with(func(r *req) { r.org = []string{"system:nodes", "admins"} }), refused: "organization"},
+		"client usage": {req: with(func(r *req) {
+			r.usages = append(append([]certv1alpha1.KeyUsage(nil), serving...), certv1alpha1.UsageClientAuth)
+		}), refused: "not a serving usage"},
+		"no server auth":           {req: with(func(r *req) { r.usages = serving[:2] }), refused: "lack"},
+		"no address":               {req: with(func(r *req) { r.dns, r.ips = nil, nil }), refused: "no address"},
+		"extra DNS name":           {req: with(func(r *req) { r.dns = append(r.dns, "evil.example.com") }), refused: `"evil.example.com" is not among`},
+		"another node's IP":        {req: with(func(r *req) { r.ips = []string{"10.0.0.6"} }), refused: "10.0.0.6 is not among"},
+		"kube-apiserver's address": {req: with(func(r *req) { r.ips = []string{"10.0.0.1"} }), refused: "kube-apiserver"},
+		"a Service's address":      {req: with(func(r *req) { r.ips = []string{"10.96.0.10"} }), refused: "Service kube-system/dns"},
+		"a Service's DNS name":     {req: with(func(r *req) { r.dns = []string{"kubernetes.default.svc"} }), refused: "names a Service"},
+		"Node does not exist":      {req: with(func(r *req) { r.user, r.cn = "system:node:n9", "system:node:n9" }), refused: `no Node "n9"`},
+		"outside the DNS suffixes": {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedDNSSuffixes: []string{".nodes.example.com"}}, refused: `"n1" is not under`},
+		"inside the DNS suffixes":  {req: with(func(r *req) { r.dns = r.dns[:1] }), allow: &certv1alpha1.NodeServingApproval{AllowedDNSSuffixes: []string{".nodes.example.com"}}},
+		"outside the IP prefixes":  {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"192.168.0.0/16"}}, refused: "allowed prefixes"},
+		"inside the IP prefixes":   {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"10.0.0.0/24"}}},
+		"cluster not readable":     {req: node, cluster: fakeCluster{err: errors.New("not synced")}, err: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
