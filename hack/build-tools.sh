@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries (kube-apiserver, kube-controller-manager,
-# kubectl, etcd) from the Go module proxy, using the tools module in hack/tools,
+# kubectl, kubelet, etcd) from the Go module proxy, using the tools module in hack/tools,
 # and caches them outside the repository. Prints the directory that holds them.
 #
 # A cold build takes several minutes on 2 cores; a second run returns at once
@@ -20,7 +20,8 @@ build() { # build NAME PACKAGE
 	local name=$1 pkg=$2
 	if [[ -x "$OUT/$name" ]]; then return; fi
 	echo "building $name ($pkg) into $OUT" >&2
-	(cd "$TOOLS" && go build -trimpath -ldflags "$LDFLAGS" -o "$OUT/$name.tmp" "$pkg")
+	# client-go's own version too: the kubelet's user agent carries it.
+	(cd "$TOOLS" && go build -trimpath -ldflags "$LDFLAGS -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION" -o "$OUT/$name.tmp" "$pkg")
 	mv "$OUT/$name.tmp" "$OUT/$name"
 }
 
@@ -32,6 +33,7 @@ for w in "${want[@]}"; do
 	kube-apiserver) build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ;;
 	kube-controller-manager) build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
 	kubectl) build kubectl k8s.io/kubernetes/cmd/kubectl ;;
+	kubelet) build kubelet k8s.io/kubernetes/cmd/kubelet ;;
 	*) echo "unknown tool $w" >&2; exit 2 ;;
 	esac
 done

@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The tests need etcd and kube-apiserver; kubectl only when the machine has
 # none (tests prefer $KUBECTL, then the one on PATH).
-tools=(etcd kube-apiserver)
+tools=(etcd kube-apiserver kubelet)
 if [[ -z "${KUBECTL:-}" ]] && ! command -v kubectl >/dev/null; then
 	tools+=(kubectl)
 fi

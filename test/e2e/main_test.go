@@ -14,8 +14,9 @@ import (
 
 var cluster *framework.Cluster
 
-// Audit logs of both servers (requests to certificates.rekey.io only, at
-// Metadata level), for the tests that check who did what.
+// Audit logs of both servers (requests to certificates.rekey.io, and the
+// nodes' lease updates, at Metadata level), for the tests that check who
+// did what and with which certificate.
 var kubeAuditLog, rekeyAuditLog string
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -25,6 +26,11 @@ rules:
 - level: Metadata
   resources:
   - group: certificates.rekey.io
+- level: Metadata
+  namespaces: [kube-node-lease]
+  resources:
+  - group: coordination.k8s.io
+    resources: [leases]
 - level: None
 `
 

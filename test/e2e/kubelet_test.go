@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/agent"
+	"rekey.io/rekey/test/framework"
+)
+
+const kubeletNode = "e2e-kubelet"
+
+// credentialIDs returns the certificate credential IDs kube-apiserver's
+// audit log shows for the node's lease updates.
+func credentialIDs(t *testing.T, node string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(kubeAuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var ev auditv1.Event
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.ObjectRef == nil || ev.ObjectRef.Resource != "leases" || ev.ObjectRef.Name != node ||
+			ev.User.Username != "system:node:"+node || ev.ResponseStatus == nil || ev.ResponseStatus.Code != 200 {
+			continue
+		}
+		for _, id := range ev.User.Extra["authentication.kubernetes.io/credential-id"] {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+func credentialID(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return "X509SHA256=" + hex.EncodeToString(sum[:])
+}
+
+// A real kubelet (v1.37.1, on containerd) whose kubeconfig user is
+// `rekey-agent exec-credential`: the agent bootstraps from a bootstrap
+// kubeconfig, the kubelet registers its Node, which becomes Ready, and its
+// lease keeps renewing across two rotations of the kubelet client CA, each
+// new certificate seen in use in kube-apiserver's audit log.
+func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a kubelet needs root (mounts, cgroups); run the e2e tests as root")
+	}
+	tools, err := framework.BuildTools("kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentBin, err := framework.BinaryPath("rekey-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustKubeletClientCA(t)
+	bootstrap, err := cluster.UserKubeconfig("system:bootstrap:e2ekubelet", "system:bootstrappers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "rekey-node-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := framework.StartNode(dir, framework.NodeOptions{
+		Name: kubeletNode, Kubelet: filepath.Join(tools, "kubelet"), RekeyAgent: agentBin,
+		BootstrapKubeconfig: bootstrap, AgentArgs: []string{"--issuer-check-interval", "1s", "--wait-timeout", "2m"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("kubelet log tail:\n%s\nrekey-agent log tail:\n%s", node.Kubelet.LogTail(6000), node.Agent.LogTail(3000))
+		}
+		node.Stop()
+		_ = os.RemoveAll(dir)
+		_ = cluster.Admin.CoreV1().Nodes().Delete(context.Background(), kubeletNode, metav1.DeleteOptions{})
+	}()
+	ctx := context.Background()
+	poll := func(what string, timeout time.Duration, ok func(context.Context) (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, ok); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll("the Node to be Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
+	current := func() *x509.Certificate {
+		pair, err := store.Current()
+		if err != nil {
+			return nil
+		}
+		return pair.Leaf
+	}
+	leaseRenewedWith := func(what string, cert *x509.Certificate) {
+		t.Helper()
+		id := credentialID(cert)
+		poll(what, 2*time.Minute, func(context.Context) (bool, error) { return credentialIDs(t, kubeletNode)[id], nil })
+	}
+	seen := []*x509.Certificate{current()}
+	leaseRenewedWith("a lease update with the bootstrap certificate", seen[0])
+
+	for round := 1; round <= 2; round++ {
+		ca := rotateAndWait(t, rotationv1alpha1.RotationStart, false, rotationv1alpha1.PhasePrepared)
+		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+			t.Fatal(err)
+		}
+		var renewed *x509.Certificate
+		poll(fmt.Sprintf("the agent to renew in rotation %d", round), 2*time.Minute, func(context.Context) (bool, error) {
+			renewed = current()
+			return renewed != nil && !renewed.Equal(seen[len(seen)-1]), nil
+		})
+		ca = rotateAndWait(t, rotationv1alpha1.RotationComplete, true, rotationv1alpha1.PhaseCompleted)
+		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+			t.Fatal(err)
+		}
+		// The old certificate stops authenticating; the kubelet asks its
+		// exec plugin again and renews its lease with the new one.
+		leaseRenewedWith(fmt.Sprintf("a lease update with the certificate of rotation %d", round), renewed)
+		seen = append(seen, renewed)
+	}
+	n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			t.Fatalf("Node not Ready after the rotations: %+v", c)
+		}
+	}
+	t.Logf("kubelet renewed its lease with %d certificates in turn", len(seen))
+}

@@ -1,0 +1,234 @@
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"rekey.io/rekey/pkg/pki"
+)
+
+// Node is a real kubelet on containerd whose client certificate comes from
+// rekey-agent, as its exec credential plugin.
+type Node struct {
+	// devicePluginsExisted: /var/lib/kubelet was there before (another
+	// kubelet's); then it is left alone.
+	devicePluginsExisted bool
+
+	Name       string
+	Dir        string
+	CertDir    string
+	Containerd *Process
+	Agent      *Process
+	Kubelet    *Process
+}
+
+// NodeOptions say where the binaries are and how the node reaches the API.
+type NodeOptions struct {
+	Name                string
+	Kubelet, RekeyAgent string
+	// BootstrapKubeconfig is the agent's bootstrap identity against
+	// kube-apiserver.
+	BootstrapKubeconfig string
+	// AgentArgs are extra flags for `rekey-agent run`.
+	AgentArgs []string
+}
+
+// StartNode starts containerd, rekey-agent and, once the agent has a
+// certificate, the kubelet, all under dir. Stop undoes everything the
+// kubelet does outside dir (mounts, cgroups, its device-plugins directory).
+func StartNode(dir string, o NodeOptions) (*Node, error) {
+	n := &Node{Name: o.Name, Dir: dir, CertDir: filepath.Join(dir, "rekey")}
+	if _, err := os.Stat("/var/lib/kubelet"); err == nil {
+		n.devicePluginsExisted = true
+	}
+	for _, d := range []string{"containerd/root", "containerd/state", "cni", "kubelet", "kubelet-pki", "rekey"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	files := map[string]string{
+		"containerd/config.toml": fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+`, filepath.Join(dir, "containerd/root"), filepath.Join(dir, "containerd/state"), sock, filepath.Join(dir, "cni")),
+		"cni/10-bridge.conflist": `{"cniVersion": "0.4.0", "name": "rekey-e2e", "plugins": [
+  {"type": "bridge", "bridge": "rekeye2e0", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.77.0/24"}]]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}`,
+		"cni/99-loopback.conf": `{"cniVersion": "0.4.0", "name": "lo", "type": "loopback"}`,
+	}
+	ports, err := FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	files["kubelet/config.yaml"] = fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+rotateCertificates: false
+serverTLSBootstrap: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+address: 127.0.0.1
+port: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+readOnlyPort: 0
+staticPodPath: ""
+containerRuntimeEndpoint: unix://%s
+evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%", "nodefs.inodesFree": "1%%"}
+`, ports[0], ports[1], sock)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if n.Containerd, err = Start(dir, "containerd", "containerd", "--config", filepath.Join(dir, "containerd/config.toml")); err != nil {
+		return nil, err
+	}
+	if err := waitUntil(30*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
+		n.Stop()
+		return nil, fmt.Errorf("containerd did not start: %s", n.Containerd.LogTail(2000))
+	}
+	agentArgs := append([]string{"run", "--bootstrap-kubeconfig", o.BootstrapKubeconfig, "--cert-dir", n.CertDir, "--node-name", o.Name}, o.AgentArgs...)
+	if n.Agent, err = Start(dir, "rekey-agent", o.RekeyAgent, agentArgs...); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	if err := waitUntil(60*time.Second, func() bool {
+		_, err := os.Lstat(filepath.Join(n.CertDir, "rekey-client-current.pem"))
+		return err == nil
+	}); err != nil {
+		n.Stop()
+		return nil, fmt.Errorf("rekey-agent got no certificate: %s", n.Agent.LogTail(2000))
+	}
+	// The kubelet's kubeconfig: the bootstrap kubeconfig's cluster, and
+	// rekey-agent exec-credential as the user.
+	bootstrap, err := clientcmd.LoadFromFile(o.BootstrapKubeconfig)
+	if err != nil {
+		n.Stop()
+		return nil, err
+	}
+	cluster := bootstrap.Clusters[bootstrap.Contexts[bootstrap.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = cluster
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion: "client.authentication.k8s.io/v1", Command: o.RekeyAgent,
+		Args: []string{"exec-credential", "--cert-dir", n.CertDir}, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "node"}
+	cfg.CurrentContext = "c"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		n.Stop()
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubelet", "kubeconfig")
+	if err := pki.WriteFileAtomic(kubeconfig, data, 0o600); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	n.Kubelet, err = Start(dir, "kubelet", o.Kubelet,
+		"--config", filepath.Join(dir, "kubelet/config.yaml"),
+		"--kubeconfig", kubeconfig,
+		"--root-dir", filepath.Join(dir, "kubelet"),
+		"--cert-dir", filepath.Join(dir, "kubelet-pki"),
+		"--hostname-override", o.Name,
+		"--v=2")
+	if err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Stop ends the kubelet, the agent and containerd, and removes what the
+// kubelet left outside Dir.
+func (n *Node) Stop() {
+	for _, p := range []*Process{n.Kubelet, n.Agent, n.Containerd} {
+		p.Stop(10 * time.Second)
+	}
+	unmountUnder(n.Dir)
+	if !n.devicePluginsExisted {
+		_ = os.RemoveAll("/var/lib/kubelet")
+	}
+	removeKubepodsCgroups()
+	_ = exec.Command("ip", "link", "delete", "rekeye2e0").Run()
+}
+
+// unmountUnder lazily unmounts every mount point under dir, deepest first.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 1 && (fields[1] == dir || strings.HasPrefix(fields[1], dir+"/")) {
+			points = append(points, fields[1])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+// removeKubepodsCgroups removes the kubelet's kubepods cgroups (empty once
+// the kubelet and its pods are gone) in every hierarchy, deepest first.
+func removeKubepodsCgroups() {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	if _, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil {
+		roots = append(roots, "/sys/fs/cgroup/kubepods")
+	}
+	for _, root := range roots {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+		for _, d := range dirs {
+			_ = syscall.Rmdir(d)
+		}
+	}
+}
+
+func waitUntil(timeout time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ok() {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("timed out after %s", timeout)
+}
