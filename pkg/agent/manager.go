@@ -40,7 +40,15 @@ type Manager struct {
 	// must be renewed now because its issuing CA is rotating (see
 	// IssuerRotating).
 	CheckIssuer func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error)
+
+	// checkErr is the last CheckIssuer failure (nil after a success).
+	checkErr error
 }
+
+// IssuerCheckErr is why the last look at the issuing CA failed (the server
+// unreachable, say), nil if it did not; the certificate in use stays in
+// use meanwhile.
+func (m *Manager) IssuerCheckErr() error { return m.checkErr }
 
 // Refusal is a request its signer or approver turned down.
 type Refusal struct {
@@ -136,10 +144,13 @@ func (m *Manager) issuerRotating(ctx context.Context, current *tls.Certificate) 
 		var rotating bool
 		var why string
 		if rotating, why, err = m.CheckIssuer(ctx, client, current.Leaf); err == nil {
+			m.checkErr = nil
 			return rotating, why
 		}
 	}
-	klog.FromContext(ctx).V(2).Info("Could not check the issuing CA", "prefix", m.Store.Prefix, "err", err)
+	m.checkErr = err
+	renewalErrors.WithLabelValues(m.Store.Prefix, "issuer_check").Inc()
+	klog.FromContext(ctx).Info("Could not look at the issuing CA; keeping the current certificate", "prefix", m.Store.Prefix, "err", err.Error())
 	return false, ""
 }
 

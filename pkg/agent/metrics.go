@@ -22,7 +22,7 @@ var (
 	}, []string{"prefix"})
 	renewalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "agent", Name: "renewal_errors_total",
-		Help:           "Failed attempts to obtain a certificate, by file prefix and reason (denied, failed, timeout, api, store).",
+		Help:           "Failed attempts to obtain a certificate, by file prefix and reason (denied, failed, timeout, api, store; issuer_check: the issuing CA could not be read).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"prefix", "reason"})
 

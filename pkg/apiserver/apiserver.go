@@ -91,6 +91,10 @@ type ExtraConfig struct {
 	// New binds it to the storage it makes.
 	CertificateAuthorities *rekeyinit.LateGetter
 
+	// NodeTrust, in standalone mode, authenticates nodes with the client
+	// certificates of rekey's own kubelet client CA.
+	NodeTrust *standalone.NodeTrust
+
 	// PostStartHooks are extra hooks by name (standalone mode writes its
 	// admin kubeconfig in one).
 	PostStartHooks map[string]genericapiserver.PostStartHookFunc
@@ -175,6 +179,9 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		inWrites = sync
 	}
 	if err := c.installAPIGroups(generic, inWrites); err != nil {
+		return nil, err
+	}
+	if err := c.installNodeTrust(s); err != nil {
 		return nil, err
 	}
 	if err := c.installControllers(s, keyStores); err != nil {

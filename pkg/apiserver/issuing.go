@@ -28,19 +28,10 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 	if !c.ExtraConfig.SynchronousIssuance {
 		return nil, nil
 	}
-	loopback := c.GenericConfig.LoopbackClientConfig
-	if loopback == nil {
-		return nil, fmt.Errorf("synchronous issuance needs the loopback client configuration")
-	}
-	cfg := rest.CopyConfig(loopback)
-	if c.ExtraConfig.ControllerIdentity != nil {
-		cfg = c.ExtraConfig.ControllerIdentity.ClientConfig(cfg)
-	}
-	client, err := clientset.NewForConfig(cfg)
+	client, err := c.loopbackClient()
 	if err != nil {
-		return nil, fmt.Errorf("creating the issuer's client: %w", err)
+		return nil, err
 	}
-	issuer.RegisterMetrics()
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	signers := factory.Certificates().V1alpha1().Signers()
 	cas := factory.Rotation().V1alpha1().CertificateAuthorities()
@@ -75,4 +66,41 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		return nil
 	})
 	return sync, err
+}
+
+// loopbackClient is a client of this server with the controllers'
+// identity, for the caches every replica keeps.
+func (c completedConfig) loopbackClient() (clientset.Interface, error) {
+	loopback := c.GenericConfig.LoopbackClientConfig
+	if loopback == nil {
+		return nil, fmt.Errorf("no loopback client configuration")
+	}
+	cfg := rest.CopyConfig(loopback)
+	if c.ExtraConfig.ControllerIdentity != nil {
+		cfg = c.ExtraConfig.ControllerIdentity.ClientConfig(cfg)
+	}
+	client, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the loopback client: %w", err)
+	}
+	return client, nil
+}
+
+// installNodeTrust binds the standalone server's trust of node client
+// certificates to a cache of CertificateAuthorities.
+func (c completedConfig) installNodeTrust(s *Server) error {
+	trust := c.ExtraConfig.NodeTrust
+	if trust == nil {
+		return nil
+	}
+	client, err := c.loopbackClient()
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	trust.Bind(factory.Rotation().V1alpha1().CertificateAuthorities().Lister())
+	return s.GenericAPIServer.AddPostStartHook("rekey-node-trust", func(hook genericapiserver.PostStartHookContext) error {
+		factory.Start(hook.Done())
+		return nil
+	})
 }

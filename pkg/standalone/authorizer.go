@@ -17,6 +17,8 @@ import (
 //     (the requester role); approving and signing need system:masters;
 //   - system:nodes may have their own node client certificates auto-approved
 //     (selfnodeclient), system:bootstrappers any node's (nodeclient);
+//   - system:nodes may get Signers and CertificateAuthorities (rekey-agent
+//     renews at once when its CA rotates);
 //   - anonymous users may only read health endpoints.
 func NewAuthorizer() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
 
@@ -53,6 +55,11 @@ func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decisio
 		if a.GetSubresource() == "nodeclient" && slices.Contains(groups, "system:bootstrappers") {
 			return authorizer.DecisionAllow, "", nil
 		}
+	}
+	if a.GetVerb() == "get" && slices.Contains(groups, "system:nodes") &&
+		(a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "signers" || a.GetAPIGroup() == "rotation.rekey.io" && a.GetResource() == "certificateauthorities") &&
+		a.GetSubresource() == "" {
+		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, "standalone mode: only system:masters may do this; other users may create, get, list and watch certificatesigningrequests", nil
 }

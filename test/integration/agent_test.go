@@ -3,17 +3,21 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +25,7 @@ import (
 	"rekey.io/rekey/pkg/agent"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/standalone"
 	"rekey.io/rekey/test/framework"
@@ -92,10 +97,9 @@ func TestAgentBootstrapsFromNothing(t *testing.T) {
 		t.Fatalf("requests: %+v", requests)
 	}
 
-	// The node's kubeconfig reaches the bootstrap kubeconfig's server and
-	// names the current pair file for certificate and key. (The standalone
-	// server does not trust its kubelet-client CA for authentication; a
-	// cluster's kube-apiserver does, and the e2e tests use it there.)
+	// The node's kubeconfig names the current pair file for certificate
+	// and key, and the standalone server accepts it as the node (it trusts
+	// its own kubelet client CA, as a cluster's kube-apiserver would).
 	cfg, err := clientcmd.BuildConfigFromFlags("", nodeKubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +107,12 @@ func TestAgentBootstrapsFromNothing(t *testing.T) {
 	if cfg.Host != srv.Config.Host || cfg.TLSClientConfig.CertFile != store.CurrentPath() || cfg.TLSClientConfig.KeyFile != store.CurrentPath() {
 		t.Fatalf("node kubeconfig: server %s, credentials %s / %s", cfg.Host, cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile)
 	}
-	if _, err := tls.LoadX509KeyPair(cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile); err != nil {
-		t.Fatalf("the node kubeconfig's pair does not load: %v", err)
+	node := clientset.NewForConfigOrDie(cfg)
+	if _, err := node.CertificatesV1alpha1().Signers().Get(context.Background(), "rekey.io:kube-apiserver-client-kubelet", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the node's kubeconfig does not work as the node: %v", err)
+	}
+	if _, err := node.CertificatesV1alpha1().Signers().List(context.Background(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the node may list Signers (%v): it must be the node, not an admin", err)
 	}
 
 	// Not due: nothing asked.
@@ -241,5 +249,135 @@ func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
 	pair, err := (&agent.Store{Dir: certDir, Prefix: agent.PrefixClient}).Current()
 	if err != nil || pair.Leaf.Subject.CommonName != "system:node:n3" {
 		t.Fatalf("stored: %v", err)
+	}
+}
+
+// rotateKubeletClientCA runs a rotation action on the node client CA and
+// waits for the phase.
+func rotateKubeletClientCA(t *testing.T, client clientset.Interface, action rotationv1alpha1.RotationAction, phase rotationv1alpha1.RotationPhase) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(context.Background(), standalone.NodeClientCA,
+		&rotationv1alpha1.Rotation{Action: action, Force: action == rotationv1alpha1.RotationComplete}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("rotation %s: %v", action, err)
+	}
+	return waitForPhase(t, client, standalone.NodeClientCA, phase)
+}
+
+// agentMetric reads one of the agent's metrics.
+func agentMetric(addr, line string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, line+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(l, line+" "), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// TestAgentRenewsAcrossRotationsAndAServerOutage: the standalone server
+// accepts the node's own certificate, so the running agent renews with it.
+// It renews at once on a CA rotation; in a second rotation the server is
+// down when the agent looks: it keeps its valid certificate, counts the
+// failures, backs off, and renews once the server is back.
+func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
+	dataDir := t.TempDir()
+	srv := framework.StartStandalone(t, dataDir)
+	certDir := t.TempDir()
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
+	cmd := exec.Command(framework.Binary(t, "rekey-agent"), "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
+		"--cert-dir", certDir, "--node-name", "n4", "--issuer-check-interval", "1s", "--metrics-bind-address", metricsAddr)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("rekey-agent output:\n%s", out.String())
+		}
+	}()
+	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+	waitForLeaf := func(what string, ok func(*x509.Certificate) bool) *x509.Certificate {
+		t.Helper()
+		var leaf *x509.Certificate
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if pair, err := store.Current(); err == nil && ok(pair.Leaf) {
+				return pair.Leaf
+			} else if err == nil {
+				leaf = pair.Leaf
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("no certificate %s (last: %v)", what, leaf)
+		return nil
+	}
+	first := waitForLeaf("from the bootstrap", func(*x509.Certificate) bool { return true })
+
+	// Rotation 1: renewed at once, with the node's own certificate.
+	ca := rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared)
+	current, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := waitForLeaf("renewed in the first rotation", func(c *x509.Certificate) bool { return c.CheckSignatureFrom(current) == nil })
+	if second.Equal(first) {
+		t.Fatal("not renewed")
+	}
+	requests := nodeRequests(t, srv.Client)
+	renewedBy := ""
+	for _, r := range requests {
+		if r.Spec.Username != "system:bootstrap:abc123" {
+			renewedBy = r.Spec.Username
+		}
+	}
+	if renewedBy != "system:node:n4" {
+		t.Fatalf("the renewal was asked by %q, want the node itself (requests %d)", renewedBy, len(requests))
+	}
+	rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationComplete, rotationv1alpha1.PhaseCompleted)
+
+	// Rotation 2 while the server is down when the agent looks.
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ca = rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared)
+	srv.Stop(t)
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	const checkErrors = `rekey_agent_renewal_errors_total{prefix="rekey-client",reason="issuer_check"}`
+	deadline := time.Now().Add(30 * time.Second)
+	for agentMetric(metricsAddr, checkErrors) < 2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if v := agentMetric(metricsAddr, checkErrors); v < 2 {
+		t.Fatalf("failures counted while the server is down: %v", v)
+	}
+	if pair, err := store.Current(); err != nil || !pair.Leaf.Equal(second) {
+		t.Fatalf("the valid certificate was not kept while the server was down: %v", err)
+	}
+	restarted, err := framework.LaunchStandalone(t.TempDir(), framework.Binary(t, "rekey-apiserver"), dataDir, srv.Port, nil)
+	if restarted != nil {
+		t.Cleanup(func() { restarted.Stop(t) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCurrent, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := waitForLeaf("renewed once the server is back", func(c *x509.Certificate) bool { return c.CheckSignatureFrom(newCurrent) == nil })
+	if third.Equal(second) {
+		t.Fatal("not renewed after the outage")
 	}
 }

@@ -176,6 +176,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		if o.Once {
 			return err
 		}
+		if err == nil {
+			// The certificates are good, but the server could not be
+			// asked about their CA: look again with backoff.
+			for _, m := range managers {
+				if checkErr := m.IssuerCheckErr(); checkErr != nil {
+					err = checkErr
+				}
+			}
+		}
 		wait := time.Until(next)
 		if err != nil {
 			wait = time.Duration(float64(backoff) * (0.5 + rand.Float64()))

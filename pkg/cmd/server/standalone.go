@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/admission"
 	genericadmissioninit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authentication/group"
+	authenticatorunion "k8s.io/apiserver/pkg/authentication/request/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	netutils "k8s.io/utils/net"
@@ -117,6 +119,16 @@ func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra
 	}
 	authz := standalone.NewAuthorizer()
 	c.Authorization.Authorizer = authz
+	// Nodes authenticate with the certificates rekey's kubelet client
+	// signer gave them, as a cluster's kube-apiserver would once that CA is
+	// in its --client-ca-file.
+	extra.NodeTrust = &standalone.NodeTrust{}
+	nodes := group.NewAuthenticatedGroupAdder(extra.NodeTrust.Authenticator())
+	if c.Authentication.Authenticator == nil {
+		c.Authentication.Authenticator = nodes
+	} else {
+		c.Authentication.Authenticator = authenticatorunion.New(nodes, c.Authentication.Authenticator)
+	}
 	c.RuleResolver = nil
 	plugins := admission.NewPlugins()
 	rekeyadmission.RegisterAll(plugins)
