@@ -127,7 +127,9 @@ func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra
 	if c.Authentication.Authenticator == nil {
 		c.Authentication.Authenticator = nodes
 	} else {
-		c.Authentication.Authenticator = authenticatorunion.New(nodes, c.Authentication.Authenticator)
+		// After the usual authenticators: a user's certificate is verified
+		// once, and only a certificate they refuse is tried as a node's.
+		c.Authentication.Authenticator = authenticatorunion.New(c.Authentication.Authenticator, nodes)
 	}
 	c.RuleResolver = nil
 	plugins := admission.NewPlugins()
