@@ -524,3 +524,19 @@ func TestStoreSurvivesACrashDuringTheSwap(t *testing.T) {
 		t.Fatalf("after the next update: %v", err)
 	}
 }
+
+func TestRenewBeforeBringsTheDeadlineForward(t *testing.T) {
+	cert := &x509.Certificate{NotBefore: t0, NotAfter: t0.Add(100 * time.Hour), Raw: []byte("c")}
+	m := &Manager{Jitter: func() float64 { return 0.5 }}
+	if d := m.Deadline(cert); !d.Equal(t0.Add(80 * time.Hour)) {
+		t.Fatalf("deadline %s", d)
+	}
+	m.RenewBefore = 30 * time.Hour
+	if d := m.Deadline(cert); !d.Equal(t0.Add(70 * time.Hour)) {
+		t.Fatalf("with renew-before 30h: %s, want 70h", d)
+	}
+	m.RenewBefore = time.Hour
+	if d := m.Deadline(cert); !d.Equal(t0.Add(80 * time.Hour)) {
+		t.Fatalf("a renew-before later than the deadline moved it: %s", d)
+	}
+}

@@ -36,6 +36,10 @@ type Manager struct {
 	// Jitter places the renewal in [70%, 90%] of the lifetime; nil takes
 	// it from the certificate.
 	Jitter func() float64
+	// RenewBefore, when set, renews no later than this long before the
+	// certificate expires (earlier than the jittered deadline when that is
+	// later).
+	RenewBefore time.Duration
 	// CheckIssuer, when set, is asked whether a certificate that is not due
 	// must be renewed now because its issuing CA is rotating (see
 	// IssuerRotating).
@@ -59,10 +63,22 @@ func (r *Refusal) Error() string {
 	return fmt.Sprintf("certificate request %s was %s (%s): %s", r.Request, r.Condition, r.Reason, r.Message)
 }
 
-// Due says whether cert must be renewed now: past its rotation deadline,
+// Due says whether cert must be renewed now: past its renewal deadline,
 // or no longer what the template asks for.
 func (m *Manager) Due(cert *x509.Certificate, now time.Time) bool {
-	return !m.Template.Matches(cert) || !now.Before(RotationDeadline(cert, m.Jitter))
+	return !m.Template.Matches(cert) || !now.Before(m.Deadline(cert))
+}
+
+// Deadline is when cert is renewed: the jittered 70-90% point of its
+// lifetime, or RenewBefore its expiry if that comes first.
+func (m *Manager) Deadline(cert *x509.Certificate) time.Time {
+	d := RotationDeadline(cert, m.Jitter)
+	if m.RenewBefore > 0 {
+		if early := cert.NotAfter.Add(-m.RenewBefore); early.Before(d) {
+			d = early
+		}
+	}
+	return d
 }
 
 // Once makes sure a current certificate is in the store: it returns the

@@ -381,3 +381,52 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 		t.Fatal("not renewed after the outage")
 	}
 }
+
+// TestAgentRenewsAtItsDeadlineAgainAndAgain: ten-minute certificates,
+// renewed two seconds after issue (--renew-before 598s): the running agent
+// rotates several times in a few seconds, each time with the node's
+// current certificate.
+func TestAgentRenewsAtItsDeadlineAgainAndAgain(t *testing.T) {
+	srv := framework.StartStandalone(t, t.TempDir())
+	certDir := t.TempDir()
+	cmd := exec.Command(framework.Binary(t, "rekey-agent"), "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
+		"--cert-dir", certDir, "--node-name", "n5", "--expiration-seconds", "600", "--renew-before", "598s", "--issuer-check-interval", "0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("rekey-agent output:\n%s", out.String())
+		}
+	}()
+	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+	var seen []*x509.Certificate
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < 4 && time.Now().Before(deadline) {
+		if pair, err := store.Current(); err == nil && (len(seen) == 0 || !pair.Leaf.Equal(seen[len(seen)-1])) {
+			seen = append(seen, pair.Leaf)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(seen) < 4 {
+		t.Fatalf("%d certificates in 60s, want the bootstrap one and three renewals", len(seen))
+	}
+	for _, c := range seen {
+		if life := c.NotAfter.Sub(time.Now()); life > 10*time.Minute || life < 9*time.Minute {
+			t.Errorf("certificate valid for %s more, want about ten minutes", life)
+		}
+	}
+	renewals := 0
+	for _, r := range nodeRequests(t, srv.Client) {
+		if r.Spec.Username == "system:node:n5" {
+			renewals++
+		}
+	}
+	if renewals < 3 {
+		t.Fatalf("%d renewals asked with the node's own certificate, want at least 3", renewals)
+	}
+}

@@ -53,6 +53,8 @@ type RunOptions struct {
 
 	// MetricsBindAddress serves /metrics when set.
 	MetricsBindAddress string
+	// RenewBefore renews no later than this long before expiry.
+	RenewBefore time.Duration
 	// IssuerCheckInterval is how often the issuing CA is looked at for a
 	// rotation (0: never; the deadline alone decides).
 	IssuerCheckInterval time.Duration
@@ -96,6 +98,7 @@ func newRunCommand() *cobra.Command {
 	fs.IPSliceVar(&o.NodeIPs, "node-ip", nil, "an IP address of the node, for the serving certificate (repeatable)")
 	fs.StringSliceVar(&o.NodeDNSNames, "node-dns", nil, "a DNS name of the node, for the serving certificate (repeatable)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
+	fs.DurationVar(&o.RenewBefore, "renew-before", 0, "renew no later than this long before the certificate expires (0: at the jittered 70-90% point of its lifetime only)")
 	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
 }
@@ -109,6 +112,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.ExpirationSeconds != 0 && o.ExpirationSeconds < 600 {
 		return errors.New("--expiration-seconds must be 0 or at least 600")
+	}
+	if o.RenewBefore < 0 {
+		return errors.New("--renew-before must not be negative")
 	}
 	if o.Serving && len(o.NodeIPs)+len(o.NodeDNSNames) == 0 {
 		return errors.New("--serving needs at least one --node-ip or --node-dns")
@@ -156,6 +162,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		if o.ExpirationSeconds > 0 {
 			m.ExpirationSeconds = &o.ExpirationSeconds
 		}
+		m.RenewBefore = o.RenewBefore
 		if o.IssuerCheckInterval > 0 {
 			signerName := m.Template.SignerName
 			m.CheckIssuer = func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error) {
@@ -222,7 +229,7 @@ func (o *RunOptions) renew(ctx context.Context, managers []*agent.Manager, clien
 				errs = append(errs, err)
 			}
 		}
-		if d := agent.RotationDeadline(pair.Leaf, nil); next.IsZero() || d.Before(next) {
+		if d := m.Deadline(pair.Leaf); next.IsZero() || d.Before(next) {
 			next = d
 		}
 	}
