@@ -540,3 +540,34 @@ func TestRenewBeforeBringsTheDeadlineForward(t *testing.T) {
 		t.Fatalf("a renew-before later than the deadline moved it: %s", d)
 	}
 }
+
+func TestTrustBundleRotating(t *testing.T) {
+	oldCA := newCA(t)
+	time.Sleep(1100 * time.Millisecond) // a later NotBefore for the new CA
+	freshCA := newCA(t)
+	k := newKey(t)
+	leaf, err := validation.ParseCertificateChain(issue(t, oldCA, &k.PublicKey, "system:node:n1", time.Now().Add(-time.Minute), time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	for name, tc := range map[string]struct {
+		pem  []byte
+		want bool
+	}{
+		"only the issuer":        {oldCA.CertPEM(), false},
+		"issuer and a newer CA":  {append(oldCA.CertPEM(), freshCA.CertPEM()...), true},
+		"only a CA that did not": {freshCA.CertPEM(), true},
+	} {
+		if err := os.WriteFile(bundle, tc.pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := TrustBundleRotating(bundle, leaf[0])
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", name, got, err, tc.want)
+		}
+	}
+	if _, _, err := TrustBundleRotating(filepath.Join(t.TempDir(), "missing"), leaf[0]); err == nil {
+		t.Error("a missing bundle is not an error")
+	}
+}

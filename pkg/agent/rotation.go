@@ -54,3 +54,36 @@ func IssuerRotating(ctx context.Context, client clientset.Interface, signerName 
 	}
 	return false, "", nil
 }
+
+// TrustBundleRotating is the check for an agent that may not read its CA:
+// it reads a trust bundle the operator distributes (a published ConfigMap
+// mounted as a file, say). During a rotation the bundle holds the old CA
+// and the new one; a CA in it that did not issue leaf and is newer than
+// the one that did means the CA is moving to it, and leaf is renewed.
+func TrustBundleRotating(path string, leaf *x509.Certificate) (bool, string, error) {
+	data, err := readCapped(path)
+	if err != nil {
+		return false, "", err
+	}
+	certs, err := strictpem.Certificates(data, 16)
+	if err != nil {
+		return false, "", fmt.Errorf("%s: %w", path, err)
+	}
+	var issuer *x509.Certificate
+	for _, c := range certs {
+		if leaf.CheckSignatureFrom(c) == nil {
+			issuer = c
+		}
+	}
+	if issuer == nil {
+		// Not issued by any CA of the bundle: the old CA is gone already;
+		// renewing is the only way back to a trusted certificate.
+		return true, fmt.Sprintf("no CA in %s issued the certificate", path), nil
+	}
+	for _, c := range certs {
+		if c != issuer && c.NotBefore.After(issuer.NotBefore) {
+			return true, fmt.Sprintf("%s holds a newer CA than the certificate's issuer", path), nil
+		}
+	}
+	return false, "", nil
+}

@@ -55,6 +55,10 @@ type RunOptions struct {
 	MetricsBindAddress string
 	// RenewBefore renews no later than this long before expiry.
 	RenewBefore time.Duration
+	// TrustBundleFile is a CA bundle the operator distributes; a newer CA
+	// in it than the certificate's issuer renews the certificate (for
+	// agents that may not read their CertificateAuthority).
+	TrustBundleFile string
 	// IssuerCheckInterval is how often the issuing CA is looked at for a
 	// rotation (0: never; the deadline alone decides).
 	IssuerCheckInterval time.Duration
@@ -98,6 +102,7 @@ func newRunCommand() *cobra.Command {
 	fs.IPSliceVar(&o.NodeIPs, "node-ip", nil, "an IP address of the node, for the serving certificate (repeatable)")
 	fs.StringSliceVar(&o.NodeDNSNames, "node-dns", nil, "a DNS name of the node, for the serving certificate (repeatable)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
+	fs.StringVar(&o.TrustBundleFile, "trust-bundle-file", "", "a trust bundle of the client certificate's CA (a published ConfigMap's ca.crt, mounted); when it holds a newer CA than the certificate's issuer, the certificate is renewed at once")
 	fs.DurationVar(&o.RenewBefore, "renew-before", 0, "renew no later than this long before the certificate expires (0: at the jittered 70-90% point of its lifetime only)")
 	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
@@ -165,8 +170,16 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		m.RenewBefore = o.RenewBefore
 		if o.IssuerCheckInterval > 0 {
 			signerName := m.Template.SignerName
+			bundle := ""
+			if m.Store.Prefix == agent.PrefixClient {
+				bundle = o.TrustBundleFile
+			}
 			m.CheckIssuer = func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error) {
-				return agent.IssuerRotating(ctx, client, signerName, leaf)
+				rotating, why, err := agent.IssuerRotating(ctx, client, signerName, leaf)
+				if err != nil || rotating || bundle == "" {
+					return rotating, why, err
+				}
+				return agent.TrustBundleRotating(bundle, leaf)
 			}
 		}
 	}
