@@ -139,6 +139,7 @@ func (s *Store) Update(certPEM []byte, key crypto.Signer) (string, error) {
 	if err := os.Symlink(name, link); err != nil {
 		return "", fmt.Errorf("linking the new pair: %w", err)
 	}
+	reached(StepSwap)
 	if err := os.Rename(link, s.CurrentPath()); err != nil {
 		return "", fmt.Errorf("making the new pair current: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -428,5 +429,46 @@ func TestAgentRenewsAtItsDeadlineAgainAndAgain(t *testing.T) {
 	}
 	if renewals < 3 {
 		t.Fatalf("%d renewals asked with the node's own certificate, want at least 3", renewals)
+	}
+}
+
+// TestAgentKilledDuringTheSwapKeepsAWorkingPair: SIGKILL between writing
+// the renewed pair and making it current; the restarted agent finds the
+// previous pair whole and current.
+func TestAgentKilledDuringTheSwapKeepsAWorkingPair(t *testing.T) {
+	srv := framework.StartStandalone(t, t.TempDir())
+	certDir := t.TempDir()
+	args := []string{"run", "--once", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--cert-dir", certDir, "--node-name", "n6", "--issuer-check-interval", "0"}
+	if out, err := runAgent(t, args...); err != nil {
+		t.Fatalf("bootstrap: %v\n%s", err, out)
+	}
+	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+	before, err := store.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Due at once (renew-before longer than the lifetime), killed at the swap.
+	renew := exec.Command(framework.Binary(t, "rekey-agent"), append(args, "--renew-before", "100000h")...)
+	renew.Env = append(os.Environ(), "REKEY_AGENT_TEST_KILL_AT="+agent.StepSwap)
+	out, err := renew.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the renewal was not killed at the swap: %v\n%s", err, out)
+	}
+	after, err := store.Current()
+	if err != nil || !after.Leaf.Equal(before.Leaf) {
+		t.Fatalf("after a kill during the swap the current pair is %v (err %v), want the previous one whole", after, err)
+	}
+	// Restarted: the pair in place is used (not due without --renew-before).
+	if out, err := runAgent(t, args...); err != nil {
+		t.Fatalf("restart: %v\n%s", err, out)
+	}
+	// And a renewal now succeeds over the leftovers.
+	if out, err := runAgent(t, append(args, "--renew-before", "100000h")...); err != nil {
+		t.Fatalf("renewal after the crash: %v\n%s", err, out)
+	}
+	renewed, err := store.Current()
+	if err != nil || renewed.Leaf.Equal(before.Leaf) {
+		t.Fatalf("not renewed after the crash: %v", err)
 	}
 }
