@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -91,24 +89,8 @@ func TestAgentAgainstKubeAPIServer(t *testing.T) {
 	}
 	certDir := t.TempDir()
 	nodeKubeconfig := filepath.Join(t.TempDir(), "node.kubeconfig")
-	bin, err := framework.BinaryPath("rekey-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", nodeKubeconfig,
+	framework.StartAgent(t, "run", "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", nodeKubeconfig,
 		"--cert-dir", certDir, "--node-name", "e2e-agent-node", "--issuer-check-interval", "1s", "--wait-timeout", "2m")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("rekey-agent output:\n%s", out.String())
-		}
-	}()
 	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
 	current := func() *x509.Certificate {
 		pair, err := store.Current()

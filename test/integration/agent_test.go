@@ -211,11 +211,7 @@ func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
 	certDir := t.TempDir()
 	args := []string{"run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--cert-dir", certDir,
 		"--node-name", "n3", "--signer-name", "example.com/nodes-by-hand", "--wait-timeout", "10m"}
-	cmd := exec.Command(framework.Binary(t, "rekey-agent"), args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	cmd := framework.StartAgent(t, args...)
 	var requests []certv1alpha1.CertificateSigningRequest
 	deadline := time.Now().Add(30 * time.Second)
 	for len(requests) == 0 && time.Now().Before(deadline) {
@@ -291,21 +287,8 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 	srv := framework.StartStandalone(t, dataDir)
 	certDir := t.TempDir()
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", framework.FreePort(t))
-	cmd := exec.Command(framework.Binary(t, "rekey-agent"), "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
+	cmd := framework.StartAgent(t, "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
 		"--cert-dir", certDir, "--node-name", "n4", "--issuer-check-interval", "1s", "--metrics-bind-address", metricsAddr)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("rekey-agent output:\n%s", out.String())
-		}
-	}()
 	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
 	waitForLeaf := func(what string, ok func(*x509.Certificate) bool) *x509.Certificate {
 		t.Helper()
@@ -390,20 +373,8 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 func TestAgentRenewsAtItsDeadlineAgainAndAgain(t *testing.T) {
 	srv := framework.StartStandalone(t, t.TempDir())
 	certDir := t.TempDir()
-	cmd := exec.Command(framework.Binary(t, "rekey-agent"), "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
+	framework.StartAgent(t, "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
 		"--cert-dir", certDir, "--node-name", "n5", "--expiration-seconds", "600", "--renew-before", "598s", "--issuer-check-interval", "0")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("rekey-agent output:\n%s", out.String())
-		}
-	}()
 	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
 	var seen []*x509.Certificate
 	deadline := time.Now().Add(60 * time.Second)
