@@ -25,9 +25,16 @@ const kubeletClientCA = "rekey.io-kube-apiserver-client-kubelet"
 // current trust bundle, as an operator does with --client-ca-file.
 func trustKubeletClientCA(t *testing.T) *rotationv1alpha1.CertificateAuthority {
 	t.Helper()
-	ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(context.Background(), kubeletClientCA, metav1.GetOptions{})
-	if err != nil || ca.Status.TrustBundle == "" {
-		t.Fatalf("kubelet client CA: %v %+v", err, ca)
+	// On a fresh cluster the built-in CA and its key appear a moment after
+	// rekey starts.
+	var ca *rotationv1alpha1.CertificateAuthority
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, kubeletClientCA, metav1.GetOptions{})
+		return err == nil && ca.Status.TrustBundle != "", nil
+	})
+	if err != nil {
+		t.Fatalf("kubelet client CA has no trust bundle: %+v", ca)
 	}
 	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
 		t.Fatal(err)
