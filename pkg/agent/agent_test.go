@@ -571,3 +571,45 @@ func TestTrustBundleRotating(t *testing.T) {
 		t.Error("a missing bundle is not an error")
 	}
 }
+
+func TestWatchIssuerWakesOnACAChange(t *testing.T) {
+	objects := caObjects(rotationv1alpha1.PhaseNone, newCA(t))
+	client := fake.NewSimpleClientset(objects...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	go WatchIssuer(ctx, func() (clientset.Interface, error) { return client, nil }, DefaultSigner, wake)
+	ca := objects[1].(*rotationv1alpha1.CertificateAuthority).DeepCopy()
+	ca.Status.Phase = rotationv1alpha1.PhasePreparing
+	deadline := time.After(10 * time.Second)
+	for {
+		// The watch may start after the first update: update until woken.
+		if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wake:
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("not woken by the CA's change")
+		}
+	}
+}
+
+func TestWatchIssuerStopsWithoutPermission(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("get", "signers", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("signers"), "x", errors.New("no"))
+	})
+	done := make(chan struct{})
+	go func() {
+		WatchIssuer(context.Background(), func() (clientset.Interface, error) { return client, nil }, DefaultSigner, make(chan struct{}, 1))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("kept trying without permission")
+	}
+}

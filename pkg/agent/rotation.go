@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -86,4 +90,69 @@ func TrustBundleRotating(path string, leaf *x509.Certificate) (bool, string, err
 		}
 	}
 	return false, "", nil
+}
+
+// WatchIssuer sends on wake whenever the CertificateAuthority behind
+// signerName changes, so that a rotation is acted on at once rather than at
+// the next periodic look. newClient gives a client with the node's current
+// credentials (nil while there is none). It returns when ctx is done, or
+// at once when the agent may not read the Signer or the CA (the periodic
+// look, or the trust bundle, is then all there is).
+func WatchIssuer(ctx context.Context, newClient func() (clientset.Interface, error), signerName string, wake chan<- struct{}) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := watchIssuerOnce(ctx, newClient, signerName, wake)
+		if apierrors.IsForbidden(err) {
+			klog.FromContext(ctx).Info("Not watching the issuing CA: no permission to read it", "signerName", signerName)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if err != nil {
+			backoff = min(2*backoff, time.Minute)
+		} else {
+			backoff = time.Second
+		}
+	}
+}
+
+func watchIssuerOnce(ctx context.Context, newClient func() (clientset.Interface, error), signerName string, wake chan<- struct{}) error {
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	signer, err := client.CertificatesV1alpha1().Signers().Get(ctx, validation.SignerObjectName(signerName), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	name := signer.Spec.CertificateAuthorityRef.Name
+	cas := client.RotationV1alpha1().CertificateAuthorities()
+	ca, err := cas.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := cas.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: ca.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	// The CA may have changed while nothing watched it (before the first
+	// certificate, after a broken watch): look once now.
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			return fmt.Errorf("watching CertificateAuthority %s: %v", name, ev.Object)
+		}
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }

@@ -17,8 +17,8 @@ import (
 //     (the requester role); approving and signing need system:masters;
 //   - system:nodes may have their own node client certificates auto-approved
 //     (selfnodeclient), system:bootstrappers any node's (nodeclient);
-//   - system:nodes may get Signers and CertificateAuthorities (rekey-agent
-//     renews at once when its CA rotates);
+//   - system:nodes may get Signers and get and watch CertificateAuthorities
+//     (rekey-agent renews at once when its CA rotates);
 //   - anonymous users may only read health endpoints.
 func NewAuthorizer() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
 
@@ -56,9 +56,9 @@ func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decisio
 			return authorizer.DecisionAllow, "", nil
 		}
 	}
-	if a.GetVerb() == "get" && slices.Contains(groups, "system:nodes") &&
-		(a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "signers" || a.GetAPIGroup() == "rotation.rekey.io" && a.GetResource() == "certificateauthorities") &&
-		a.GetSubresource() == "" {
+	if slices.Contains(groups, "system:nodes") && a.GetSubresource() == "" &&
+		(a.GetVerb() == "get" && a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "signers" ||
+			(a.GetVerb() == "get" || a.GetVerb() == "watch") && a.GetAPIGroup() == "rotation.rekey.io" && a.GetResource() == "certificateauthorities") {
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, "standalone mode: only system:masters may do this; other users may create, get, list and watch certificatesigningrequests", nil

@@ -37,6 +37,7 @@ func TestStandaloneAuthorizer(t *testing.T) {
 		"node cannot list signers": {res(node, "list", "signers", ""), false},
 		"user cannot read signers": {res(bob, "get", "signers", ""), false},
 		"node reads a CA":          {authorizer.AttributesRecord{User: node, Verb: "get", APIGroup: "rotation.rekey.io", Resource: "certificateauthorities", ResourceRequest: true}, true},
+		"node watches a CA":        {authorizer.AttributesRecord{User: node, Verb: "watch", APIGroup: "rotation.rekey.io", Resource: "certificateauthorities", ResourceRequest: true}, true},
 		"node cannot rotate a CA":  {authorizer.AttributesRecord{User: node, Verb: "create", APIGroup: "rotation.rekey.io", Resource: "certificateauthorities", Subresource: "rotate", ResourceRequest: true}, false},
 		"node nodeclient":          {res(node, "create", "certificatesigningrequests", "nodeclient"), false},
 		"user selfnodeclient":      {res(bob, "create", "certificatesigningrequests", "selfnodeclient"), false},

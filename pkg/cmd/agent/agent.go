@@ -189,6 +189,18 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// A watch on the client certificate's CA wakes the loop as soon as it
+	// rotates; the periodic look stays as the safety net.
+	wake := make(chan struct{}, 1)
+	if !o.Once && o.IssuerCheckInterval > 0 {
+		go agent.WatchIssuer(ctx, func() (clientset.Interface, error) {
+			current, err := clientStore.Current()
+			if err != nil {
+				return nil, err
+			}
+			return clientFor(bootstrap)(current)
+		}, o.SignerName, wake)
+	}
 	logger := klog.FromContext(ctx)
 	backoff := time.Second
 	for {
@@ -217,6 +229,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-wake:
 		case <-time.After(max(wait, 0)):
 		}
 	}
