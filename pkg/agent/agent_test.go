@@ -233,7 +233,7 @@ func TestExecCredential(t *testing.T) {
 		}
 		return &ec
 	}
-	data, err := ExecCredential(pair, t0.Add(time.Hour))
+	data, err := ExecCredential(pair, t0.Add(time.Hour), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +247,18 @@ func TestExecCredential(t *testing.T) {
 	if want := RotationDeadline(pair.Leaf, nil).Truncate(time.Second); !ec.Status.ExpirationTimestamp.Time.Equal(want) {
 		t.Errorf("expiration %s, want the renewal deadline %s", ec.Status.ExpirationTimestamp, want)
 	}
-	// Past the deadline: ask again within a minute, never after expiry.
-	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+30*time.Second))))
+	// Past the deadline: ask again within ten seconds, never after expiry.
+	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+55*time.Second), 0)))
 	if !late.Status.ExpirationTimestamp.Time.Equal(t0.Add(10 * time.Hour)) {
 		t.Errorf("late expiration %s, want the certificate's end", late.Status.ExpirationTimestamp)
+	}
+	if later := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+30*time.Minute), 0))); !later.Status.ExpirationTimestamp.Time.Equal(t0.Add(9*time.Hour + 30*time.Minute + 10*time.Second)) {
+		t.Errorf("past the deadline: expiration %s, want ten seconds on", later.Status.ExpirationTimestamp)
+	}
+	// With --renew-before, the deadline run uses.
+	early := decode(must(ExecCredential(pair, t0.Add(time.Hour), 8*time.Hour)))
+	if !early.Status.ExpirationTimestamp.Time.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("with renew-before 8h: expiration %s, want two hours after issue", early.Status.ExpirationTimestamp)
 	}
 }
 
@@ -429,12 +437,15 @@ func TestMetricsCountRenewalsAndRefusals(t *testing.T) {
 
 // caObjects returns the Signer and CA objects of DefaultSigner, the CA in
 // phase with current as its signing certificate.
-func caObjects(phase rotationv1alpha1.RotationPhase, current *pki.KeyPair) []runtime.Object {
+func caObjects(phase rotationv1alpha1.RotationPhase, current *pki.KeyPair, bundle ...*pki.KeyPair) []runtime.Object {
 	signer := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName(DefaultSigner)},
 		Spec: certv1alpha1.SignerSpec{SignerName: DefaultSigner, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "kubelet-ca"}}}
 	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-ca"}}
 	ca.Status.Phase = phase
 	ca.Status.Current = &rotationv1alpha1.CACertificate{Certificate: string(current.CertPEM())}
+	for _, b := range bundle {
+		ca.Status.TrustBundle += string(b.CertPEM())
+	}
 	return []runtime.Object{signer, ca}
 }
 
@@ -451,6 +462,8 @@ func TestIssuerRotating(t *testing.T) {
 		want    bool
 	}{
 		"no rotation":                   {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA)},
+		"in the bundle, no rotation":    {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA, oldCA)},
+		"another signer's CA":           {objects: caObjects(rotationv1alpha1.PhaseNone, freshCA, freshCA), want: true},
 		"preparing":                     {objects: caObjects(rotationv1alpha1.PhasePreparing, oldCA), want: true},
 		"prepared, new key signs":       {objects: caObjects(rotationv1alpha1.PhasePrepared, freshCA), want: true},
 		"prepared, already renewed":     {objects: caObjects(rotationv1alpha1.PhasePrepared, oldCA)},

@@ -18,18 +18,18 @@ import (
 
 // ExecCredential is what `rekey-agent exec-credential` prints for
 // client-go's exec credential plugin mechanism: the current pair, and as
-// expiration the renewal deadline, so that client-go asks again by the
-// time the run loop has renewed. Past the deadline (a renewal late or
-// failing) it asks again within a minute, never after the certificate
-// expires.
-func ExecCredential(pair *tls.Certificate, now time.Time) ([]byte, error) {
+// expiration its renewal deadline (with renewBefore as `run` has it), so
+// that client-go asks again by the time `run` has renewed. Past the
+// deadline (a renewal late or failing) it asks again within ten seconds,
+// never after the certificate expires.
+func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Duration) ([]byte, error) {
 	certPEM, keyPEM, err := EncodePair(pair)
 	if err != nil {
 		return nil, err
 	}
-	expires := RotationDeadline(pair.Leaf, nil)
+	expires := (&Manager{RenewBefore: renewBefore}).Deadline(pair.Leaf)
 	if !now.Before(expires) {
-		expires = now.Add(time.Minute)
+		expires = now.Add(10 * time.Second)
 		if pair.Leaf.NotAfter.Before(expires) {
 			expires = pair.Leaf.NotAfter
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +22,8 @@ import (
 // IssuerRotating says whether the CA behind signerName is rotating away
 // from the key that issued leaf: it has started making a new key
 // (Preparing), or its current certificate, after Prepared, is not the
-// leaf's issuer. Renewing then, rather than at the deadline, moves the
+// leaf's issuer; or whether leaf is not from that CA at all (the agent now
+// asks another signer). Renewing then, rather than at the deadline, moves the
 // node to the new key before the old one stops being trusted (rotation
 // runbook: the CA counts the certificates not renewed yet). An agent that
 // may not read Signers or CertificateAuthorities cannot tell and answers
@@ -40,6 +42,17 @@ func IssuerRotating(ctx context.Context, client clientset.Interface, signerName 
 	}
 	if err != nil {
 		return false, "", err
+	}
+	// A certificate no CA of the signer's bundle issued is not the signer's
+	// (the agent was pointed at another signer, say): renew for this one.
+	if ca.Status.TrustBundle != "" {
+		bundle, err := strictpem.Certificates([]byte(ca.Status.TrustBundle), 16)
+		if err != nil {
+			return false, "", fmt.Errorf("CertificateAuthority %s: trust bundle: %w", ca.Name, err)
+		}
+		if !slices.ContainsFunc(bundle, func(c *x509.Certificate) bool { return leaf.CheckSignatureFrom(c) == nil }) {
+			return true, fmt.Sprintf("the certificate is not from signer %s's CertificateAuthority %s", signerName, ca.Name), nil
+		}
 	}
 	switch ca.Status.Phase {
 	case rotationv1alpha1.PhasePreparing:

@@ -58,41 +58,7 @@ func credentialID(cert *x509.Certificate) string {
 // lease keeps renewing across two rotations of the kubelet client CA, each
 // new certificate seen in use in kube-apiserver's audit log.
 func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("a kubelet needs root (mounts, cgroups); run the e2e tests as root")
-	}
-	tools, err := framework.BuildTools("kubelet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentBin, err := framework.BinaryPath("rekey-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	trustKubeletClientCA(t)
-	bootstrap, err := cluster.UserKubeconfig("system:bootstrap:e2ekubelet", "system:bootstrappers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "rekey-node-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := framework.StartNode(dir, framework.NodeOptions{
-		Name: kubeletNode, Kubelet: filepath.Join(tools, "kubelet"), RekeyAgent: agentBin,
-		BootstrapKubeconfig: bootstrap, AgentArgs: []string{"--issuer-check-interval", "1s", "--wait-timeout", "2m"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("kubelet log tail:\n%s\nrekey-agent log tail:\n%s", node.Kubelet.LogTail(6000), node.Agent.LogTail(3000))
-		}
-		node.Stop()
-		_ = os.RemoveAll(dir)
-		_ = cluster.Admin.CoreV1().Nodes().Delete(context.Background(), kubeletNode, metav1.DeleteOptions{})
-	}()
+	node := startKubelet(t, kubeletNode, []string{"--issuer-check-interval", "1s", "--wait-timeout", "2m"}, nil)
 	ctx := context.Background()
 	poll := func(what string, timeout time.Duration, ok func(context.Context) (bool, error)) {
 		t.Helper()
@@ -100,18 +66,6 @@ func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	poll("the Node to be Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
 	current := func() *x509.Certificate {
 		pair, err := store.Current()
@@ -157,4 +111,88 @@ func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
 		}
 	}
 	t.Logf("kubelet renewed its lease with %d certificates in turn", len(seen))
+}
+
+// startKubelet starts a real kubelet for node name on rekey-agent's exec
+// credential (agentArgs for `run`, execArgs for `exec-credential`), stops
+// and cleans it up when the test ends, and waits for its Node to be Ready.
+func startKubelet(t *testing.T, name string, agentArgs, execArgs []string) *framework.Node {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("a kubelet needs root (mounts, cgroups); run the e2e tests as root")
+	}
+	tools, err := framework.BuildTools("kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentBin, err := framework.BinaryPath("rekey-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustKubeletClientCA(t)
+	bootstrap, err := cluster.UserKubeconfig("system:bootstrap:"+strings.ReplaceAll(name, "-", ""), "system:bootstrappers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "rekey-node-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := framework.StartNode(dir, framework.NodeOptions{
+		Name: name, Kubelet: filepath.Join(tools, "kubelet"), RekeyAgent: agentBin,
+		BootstrapKubeconfig: bootstrap, AgentArgs: agentArgs, ExecArgs: execArgs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kubelet log tail:\n%s\nrekey-agent log tail:\n%s", node.Kubelet.LogTail(6000), node.Agent.LogTail(3000))
+		}
+		node.Stop()
+		_ = os.RemoveAll(dir)
+		_ = cluster.Admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("Node %s not Ready", name)
+	}
+	return node
+}
+
+// The kubelet follows the agent's renewals at their deadlines: ten-minute
+// certificates renewed ten seconds after issue (--renew-before 590s, on
+// both `run` and `exec-credential`, so client-go asks the plugin again by
+// each deadline). Its lease is renewed with at least three certificates in
+// turn, no CA rotation involved.
+func TestKubeletFollowsDeadlineRenewals(t *testing.T) {
+	const name = "e2e-kubelet-deadlines"
+	node := startKubelet(t, name, []string{"--expiration-seconds", "600", "--renew-before", "590s", "--issuer-check-interval", "0"}, []string{"--renew-before", "590s"})
+	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		return len(credentialIDs(t, name)) >= 3, nil
+	})
+	ids := credentialIDs(t, name)
+	if err != nil {
+		t.Fatalf("lease updates with %d distinct certificates, want 3", len(ids))
+	}
+	pair, err := store.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if life := pair.Leaf.NotAfter.Sub(pair.Leaf.NotBefore); life > 20*time.Minute {
+		t.Errorf("certificate lifetime %s, want the ten minutes asked for (plus backdating)", life)
+	}
+	t.Logf("lease renewed with %d certificates in turn", len(ids))
 }

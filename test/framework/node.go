@@ -39,8 +39,9 @@ type NodeOptions struct {
 	// BootstrapKubeconfig is the agent's bootstrap identity against
 	// kube-apiserver.
 	BootstrapKubeconfig string
-	// AgentArgs are extra flags for `rekey-agent run`.
-	AgentArgs []string
+	// AgentArgs are extra flags for `rekey-agent run`, ExecArgs for
+	// `rekey-agent exec-credential`.
+	AgentArgs, ExecArgs []string
 }
 
 // StartNode starts containerd, rekey-agent and, once the agent has a
@@ -137,7 +138,7 @@ evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.av
 	cfg.Clusters["c"] = cluster
 	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 		APIVersion: "client.authentication.k8s.io/v1", Command: o.RekeyAgent,
-		Args: []string{"exec-credential", "--cert-dir", n.CertDir}, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		Args: append([]string{"exec-credential", "--cert-dir", n.CertDir}, o.ExecArgs...), InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}}
 	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "node"}
 	cfg.CurrentContext = "c"

@@ -305,6 +305,7 @@ func clientFor(bootstrap *clientcmdapi.Config) func(*tls.Certificate) (clientset
 
 func newExecCredentialCommand(out io.Writer) *cobra.Command {
 	var certDir string
+	var renewBefore time.Duration
 	cmd := &cobra.Command{
 		Use:   "exec-credential",
 		Short: "Print the current client certificate as a client.authentication.k8s.io/v1 ExecCredential",
@@ -317,7 +318,7 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running?): %w", err)
 			}
-			data, err := agent.ExecCredential(pair, time.Now())
+			data, err := agent.ExecCredential(pair, time.Now(), renewBefore)
 			if err != nil {
 				return err
 			}
@@ -326,5 +327,6 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&certDir, "cert-dir", "", "directory rekey-agent run keeps the certificate in")
+	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "the --renew-before `run` has, so that the expiration given to client-go is the renewal deadline")
 	return cmd
 }
