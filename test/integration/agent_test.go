@@ -334,7 +334,8 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca = rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared)
-	srv.Stop(t)
+	// Down hard: a graceful stop would wait for the stopped agent's watch.
+	srv.Kill()
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
