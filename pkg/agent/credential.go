@@ -27,7 +27,7 @@ func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Durat
 	if err != nil {
 		return nil, err
 	}
-	expires := (&Manager{RenewBefore: renewBefore}).Deadline(pair.Leaf)
+	expires := renewalDeadline(pair.Leaf, nil, renewBefore)
 	if !now.Before(expires) {
 		expires = now.Add(10 * time.Second)
 		if pair.Leaf.NotAfter.Before(expires) {

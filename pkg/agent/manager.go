@@ -72,9 +72,15 @@ func (m *Manager) Due(cert *x509.Certificate, now time.Time) bool {
 // Deadline is when cert is renewed: the jittered 70-90% point of its
 // lifetime, or RenewBefore its expiry if that comes first.
 func (m *Manager) Deadline(cert *x509.Certificate) time.Time {
-	d := RotationDeadline(cert, m.Jitter)
-	if m.RenewBefore > 0 {
-		if early := cert.NotAfter.Add(-m.RenewBefore); early.Before(d) {
+	return renewalDeadline(cert, m.Jitter, m.RenewBefore)
+}
+
+// renewalDeadline is RotationDeadline, or renewBefore the expiry if that
+// comes first; `run` and `exec-credential` both use it.
+func renewalDeadline(cert *x509.Certificate, jitter func() float64, renewBefore time.Duration) time.Time {
+	d := RotationDeadline(cert, jitter)
+	if renewBefore > 0 {
+		if early := cert.NotAfter.Add(-renewBefore); early.Before(d) {
 			d = early
 		}
 	}

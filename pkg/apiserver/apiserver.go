@@ -172,8 +172,12 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, fmt.Errorf("creating generic API server: %w", err)
 	}
 	s.GenericAPIServer = generic
+	replica, err := c.newReplicaInformers(s)
+	if err != nil {
+		return nil, err
+	}
 	var inWrites csrstorage.Issuer
-	if sync, err := c.newSynchronousIssuer(ctx, s, keyStores); err != nil {
+	if sync, err := c.newSynchronousIssuer(ctx, s, keyStores, replica); err != nil {
 		return nil, err
 	} else if sync != nil {
 		inWrites = sync
@@ -181,9 +185,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := c.installAPIGroups(generic, inWrites); err != nil {
 		return nil, err
 	}
-	if err := c.installNodeTrust(s); err != nil {
-		return nil, err
-	}
+	c.installNodeTrust(replica)
 	if err := c.installControllers(s, keyStores); err != nil {
 		return nil, err
 	}

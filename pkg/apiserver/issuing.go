@@ -24,15 +24,10 @@ import (
 // It keeps its own cache of Signers and CertificateAuthorities, a few
 // objects, and never one of requests; the cache starts once the server
 // serves, and until it is complete every write is left to the controllers.
-func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, keyStores *certificateauthority.KeyStores) (*issuer.Synchronous, error) {
+func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, keyStores *certificateauthority.KeyStores, factory informers.SharedInformerFactory) (*issuer.Synchronous, error) {
 	if !c.ExtraConfig.SynchronousIssuance {
 		return nil, nil
 	}
-	client, err := c.loopbackClient()
-	if err != nil {
-		return nil, err
-	}
-	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	signers := factory.Certificates().V1alpha1().Signers()
 	cas := factory.Rotation().V1alpha1().CertificateAuthorities()
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix
@@ -46,7 +41,6 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		Synced:     func() bool { return signers.Informer().HasSynced() && cas.Informer().HasSynced() },
 		Authorizer: c.GenericConfig.Authorization.Authorizer,
 	}
-	starts := []func(<-chan struct{}){factory.Start}
 	if c.ExtraConfig.KubeConfig != nil {
 		// NodeServing approval in the create reads the host cluster's
 		// Nodes and Services.
@@ -57,15 +51,34 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		all := kubeinformers.NewSharedInformerFactory(kube, 10*time.Minute)
 		inDefault := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
 		sync.Cluster = issuer.NewListerClusterView(all, inDefault)
-		starts = append(starts, all.Start, inDefault.Start)
-	}
-	err = s.GenericAPIServer.AddPostStartHook("rekey-synchronous-issuer", func(hook genericapiserver.PostStartHookContext) error {
-		for _, start := range starts {
-			start(hook.Done())
+		err = s.GenericAPIServer.AddPostStartHook("rekey-synchronous-issuer-host-cluster", func(hook genericapiserver.PostStartHookContext) error {
+			all.Start(hook.Done())
+			inDefault.Start(hook.Done())
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+	}
+	return sync, nil
+}
+
+// newReplicaInformers is the one cache of rekey's own objects that every
+// replica keeps for the request path (the synchronous issuer's Signers and
+// CertificateAuthorities, the standalone node trust's CAs; the informers
+// the callers ask for before the server starts are the ones it runs),
+// started once the server serves.
+func (c completedConfig) newReplicaInformers(s *Server) (informers.SharedInformerFactory, error) {
+	client, err := c.loopbackClient()
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	err = s.GenericAPIServer.AddPostStartHook("rekey-replica-informers", func(hook genericapiserver.PostStartHookContext) error {
+		factory.Start(hook.Done())
 		return nil
 	})
-	return sync, err
+	return factory, err
 }
 
 // loopbackClient is a client of this server with the controllers'
@@ -87,20 +100,9 @@ func (c completedConfig) loopbackClient() (clientset.Interface, error) {
 }
 
 // installNodeTrust binds the standalone server's trust of node client
-// certificates to a cache of CertificateAuthorities.
-func (c completedConfig) installNodeTrust(s *Server) error {
-	trust := c.ExtraConfig.NodeTrust
-	if trust == nil {
-		return nil
+// certificates to the replica's cache of CertificateAuthorities.
+func (c completedConfig) installNodeTrust(factory informers.SharedInformerFactory) {
+	if trust := c.ExtraConfig.NodeTrust; trust != nil {
+		trust.Bind(factory.Rotation().V1alpha1().CertificateAuthorities().Lister())
 	}
-	client, err := c.loopbackClient()
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	trust.Bind(factory.Rotation().V1alpha1().CertificateAuthorities().Lister())
-	return s.GenericAPIServer.AddPostStartHook("rekey-node-trust", func(hook genericapiserver.PostStartHookContext) error {
-		factory.Start(hook.Done())
-		return nil
-	})
 }
