@@ -23,6 +23,8 @@ test: verify test-unit test-integration test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 $(GOTEST_FLAGS) ./pkg/... ./cmd/...
+	# The container image's static build (no cgo, so no PKCS#11).
+	CGO_ENABLED=0 $(GO) test -count=1 $(GOTEST_FLAGS) ./pkg/signing/...
 
 test-integration:
 	hack/install-test-deps.sh

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	restclient "k8s.io/client-go/rest"
@@ -102,8 +103,11 @@ type ExtraConfig struct {
 
 // KeyStoresConfig says where CA keys may live.
 type KeyStoresConfig struct {
-	// KEKFile holds the key-encryption key of the Etcd key store.
-	KEKFile string
+	// KEKFile holds the key-encryption key of the Etcd key store, unless
+	// KEKSecret names a Secret of the host cluster that does (created with
+	// a random key when missing).
+	KEKFile   string
+	KEKSecret types.NamespacedName
 	// Allowed are the PKCS#11 modules and key-store directories a
 	// CertificateAuthority may name.
 	Allowed keystorepaths.Allowed
@@ -161,7 +165,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if s.etcd, err = newEtcdClient(c.ExtraConfig.Etcd.Transport); err != nil {
 		return nil, err
 	}
-	etcdKeys, err := newEtcdKeyStore(ctx, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix, c.ExtraConfig.KeyStores.KEKFile)
+	etcdKeys, err := newEtcdKeyStore(ctx, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix, c.ExtraConfig.KeyStores, c.ExtraConfig.KubeConfig)
 	if err != nil {
 		return nil, err
 	}

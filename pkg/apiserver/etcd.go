@@ -8,8 +8,11 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/signing/keksecret"
 	"rekey.io/rekey/pkg/standalone"
 )
 
@@ -44,11 +47,25 @@ func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
 	return client, nil
 }
 
-// newEtcdKeyStore opens the Etcd key store with the key-encryption key in
-// kekFile. A key other than the one used before fails here and changes
-// nothing.
-func newEtcdKeyStore(ctx context.Context, client *clientv3.Client, prefix, kekFile string) (*signing.EtcdKeyStore, error) {
-	kek, err := signing.LoadKEK(kekFile)
+// newEtcdKeyStore opens the Etcd key store with the configured
+// key-encryption key (a file, or a Secret of the host cluster that is
+// created on first start). A key other than the one used before fails here
+// and changes nothing.
+func newEtcdKeyStore(ctx context.Context, client *clientv3.Client, prefix string, keys KeyStoresConfig, kube *restclient.Config) (*signing.EtcdKeyStore, error) {
+	var kek []byte
+	var err error
+	switch {
+	case keys.KEKSecret.Name != "":
+		if kube == nil {
+			return nil, fmt.Errorf("the key-encryption key Secret %s needs a cluster (--kubeconfig or in-cluster)", keys.KEKSecret)
+		}
+		var kubeClient kubernetes.Interface
+		if kubeClient, err = kubernetes.NewForConfig(kube); err == nil {
+			kek, err = keksecret.Ensure(ctx, kubeClient.CoreV1(), keys.KEKSecret)
+		}
+	default:
+		kek, err = signing.LoadKEK(keys.KEKFile)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,13 @@ func LoadKEK(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading key-encryption key: %w", err)
 	}
+	return ParseKEK(data, "file "+path)
+}
+
+// ParseKEK reads a key-encryption key: 32 raw bytes, or their base64 or hex
+// encoding on one line. source names where it came from in the error, which
+// never quotes the data.
+func ParseKEK(data []byte, source string) ([]byte, error) {
 	if len(data) == KEKSize {
 		return data, nil
 	}
@@ -46,7 +53,7 @@ func LoadKEK(path string) ([]byte, error) {
 	if b, err := hex.DecodeString(text); err == nil && len(b) == KEKSize {
 		return b, nil
 	}
-	return nil, fmt.Errorf("key-encryption key file %s must hold %d bytes (raw, base64 or hex)", path, KEKSize)
+	return nil, fmt.Errorf("key-encryption key %s must hold %d bytes (raw, base64 or hex)", source, KEKSize)
 }
 
 // NewKEK returns a fresh random key-encryption key.

@@ -47,6 +47,7 @@ type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
 
 	Standalone        *StandaloneOptions
+	EmbeddedEtcd      *EmbeddedEtcdOptions
 	Controllers       *ControllerOptions
 	KeyStores         *KeyStoreOptions
 	AuthorizationRate *AuthorizationRateOptions
@@ -73,6 +74,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion),
 		),
 		Standalone:        NewStandaloneOptions(stdout),
+		EmbeddedEtcd:      NewEmbeddedEtcdOptions(),
 		Controllers:       NewControllerOptions(),
 		KeyStores:         NewKeyStoreOptions(),
 		AuthorizationRate: NewAuthorizationRateOptions(),
@@ -111,6 +113,7 @@ func storageCodec(mediaType string) (runtime.Codec, error) {
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.Standalone.AddFlags(fss.FlagSet("rekey"))
+	o.EmbeddedEtcd.AddFlags(fss.FlagSet("rekey"))
 	ctrl := fss.FlagSet("controllers")
 	o.Controllers.AddFlags(ctrl)
 	o.KeyStores.AddFlags(ctrl)
@@ -130,7 +133,10 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.Codec = codec
-	return o.Standalone.Complete(o.RecommendedOptions, o.KeyStores)
+	if err := o.Standalone.Complete(o.RecommendedOptions, o.KeyStores, o.EmbeddedEtcd); err != nil {
+		return err
+	}
+	return o.EmbeddedEtcd.Complete(o.RecommendedOptions)
 }
 
 // Validate reports every invalid option at once.
@@ -138,7 +144,7 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	if !o.Standalone.Enabled && len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
-		errs = append(errs, fmt.Errorf("--etcd-servers is required unless --standalone is set"))
+		errs = append(errs, fmt.Errorf("--etcd-servers or --embedded-etcd-dir is required unless --standalone is set"))
 	}
 	errs = append(errs, o.Standalone.Validate()...)
 	errs = append(errs, o.Controllers.Validate()...)
@@ -211,7 +217,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 // (standalone) starts first, so that the clients the configuration makes
 // find it.
 func (o *Options) Run(ctx context.Context) error {
-	embedded, err := o.Standalone.StartEmbeddedEtcd(ctx)
+	embedded, err := o.EmbeddedEtcd.Start(ctx)
 	if err != nil {
 		return err
 	}

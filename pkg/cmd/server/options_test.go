@@ -61,7 +61,11 @@ func TestKeyStoreOptionsValidate(t *testing.T) {
 		want string
 	}{
 		"KEK only":          {o: KeyStoreOptions{KEKFile: "/etc/rekey/kek"}},
-		"no KEK":            {o: KeyStoreOptions{}, want: "--ca-key-encryption-key-file is required"},
+		"no KEK":            {o: KeyStoreOptions{}, want: "--ca-key-encryption-key-file or --ca-key-encryption-key-secret is required"},
+		"KEK Secret":        {o: KeyStoreOptions{KEKSecret: "rekey-system/rekey-ca-kek"}},
+		"both KEKs":         {o: KeyStoreOptions{KEKFile: "/k", KEKSecret: "rekey-system/rekey-ca-kek"}, want: "exclusive"},
+		"KEK Secret no ns":  {o: KeyStoreOptions{KEKSecret: "rekey-ca-kek"}, want: "NAMESPACE/NAME"},
+		"KEK Secret bad":    {o: KeyStoreOptions{KEKSecret: "Rekey/x"}, want: "NAMESPACE/NAME"},
 		"relative module":   {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{PKCS11Modules: []string{"lib.so"}}}, want: "--pkcs11-module"},
 		"root as directory": {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{Dirs: []string{"/"}}}, want: "--file-keystore-dir"},
 		"unclean directory": {o: KeyStoreOptions{KEKFile: "/k", Allowed: keystorepaths.Allowed{Dirs: []string{"/etc/../etc/rekey"}}}, want: "--file-keystore-dir"},
@@ -127,6 +131,31 @@ func TestAggregatedModeNeedsEtcdAndKEK(t *testing.T) {
 	err := o.Validate()
 	if err == nil || !strings.Contains(err.Error(), "--etcd-servers") || !strings.Contains(err.Error(), "--ca-key-encryption-key-file") {
 		t.Fatalf("error = %v, want both --etcd-servers and --ca-key-encryption-key-file", err)
+	}
+}
+
+// TestEmbeddedEtcdDir: aggregated mode with an embedded etcd stores in it,
+// on a unix socket in the directory; --etcd-servers with it is refused.
+func TestEmbeddedEtcdDir(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	o.EmbeddedEtcd.Dir = t.TempDir()
+	o.KeyStores.KEKSecret = "rekey-system/rekey-ca-kek"
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("embedded etcd with a KEK Secret does not validate: %v", err)
+	}
+	got := o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList
+	if len(got) != 1 || got[0] != "unix://"+o.EmbeddedEtcd.Dir+"/etcd.sock" {
+		t.Fatalf("etcd servers %v, want the socket in %s", got, o.EmbeddedEtcd.Dir)
+	}
+
+	o = NewOptions(io.Discard, io.Discard)
+	o.EmbeddedEtcd.Dir = t.TempDir()
+	o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{"https://etcd:2379"}
+	if err := o.Complete(); err == nil || !strings.Contains(err.Error(), "exclusive") {
+		t.Fatalf("error = %v, want --embedded-etcd-dir and --etcd-servers refused together", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -31,8 +30,7 @@ type StandaloneOptions struct {
 	// AlternateDNS are extra names for the generated serving certificate.
 	AlternateDNS []string
 
-	embedEtcd bool
-	stdout    io.Writer
+	stdout io.Writer
 }
 
 // NewStandaloneOptions returns the defaults (standalone mode off).
@@ -60,7 +58,7 @@ func (o *StandaloneOptions) Validate() []error {
 
 // Complete creates the PKI and the key-encryption key (once) and points the
 // generic options at them and at the embedded etcd's socket.
-func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys *KeyStoreOptions) error {
+func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys *KeyStoreOptions, embedded *EmbeddedEtcdOptions) error {
 	if !o.Enabled {
 		return nil
 	}
@@ -77,7 +75,7 @@ func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys
 	if err := pki.Ensure(hosts, []net.IP{netutils.ParseIPSloppy("127.0.0.1"), net.IPv6loopback}); err != nil {
 		return fmt.Errorf("preparing standalone PKI in %s: %w", pki.Dir, err)
 	}
-	if keys.KEKFile == "" {
+	if keys.KEKFile == "" && keys.KEKSecret == "" {
 		keys.KEKFile = pki.Path(KEKFileName)
 		if err := ensureKEK(keys.KEKFile); err != nil {
 			return err
@@ -85,9 +83,8 @@ func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys
 	}
 	// With --etcd-servers, standalone mode uses that etcd (replicas share
 	// it); without, it runs one inside the process.
-	o.embedEtcd = len(ro.Etcd.StorageConfig.Transport.ServerList) == 0
-	if o.embedEtcd {
-		ro.Etcd.StorageConfig.Transport.ServerList = []string{standalone.EtcdClientURL(o.DataDir)}
+	if len(ro.Etcd.StorageConfig.Transport.ServerList) == 0 && embedded.Dir == "" {
+		embedded.Dir = o.DataDir
 	}
 	if ro.SecureServing.ServerCert.CertKey.CertFile == "" {
 		ro.SecureServing.ServerCert.CertKey.CertFile = pki.Path(standalone.ServingCertFile)
@@ -148,15 +145,6 @@ func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra
 		return o.writeAdminKubeconfig(serving)
 	}
 	return nil
-}
-
-// StartEmbeddedEtcd starts the embedded etcd when standalone mode has no
-// --etcd-servers; nil otherwise.
-func (o *StandaloneOptions) StartEmbeddedEtcd(ctx context.Context) (*standalone.Etcd, error) {
-	if !o.Enabled || !o.embedEtcd {
-		return nil, nil
-	}
-	return standalone.StartEtcd(ctx, o.DataDir)
 }
 
 type emptyConfig struct{}

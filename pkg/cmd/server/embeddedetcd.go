@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+
+	"rekey.io/rekey/pkg/standalone"
+)
+
+// EmbeddedEtcdOptions run an etcd inside the process, reachable only on a
+// unix socket in its directory: the default storage of a single replica in a
+// cluster (on a PersistentVolume) and of standalone mode.
+type EmbeddedEtcdOptions struct {
+	// Dir holds the embedded etcd's data and socket; empty means none.
+	Dir string
+}
+
+// NewEmbeddedEtcdOptions returns the defaults: no embedded etcd.
+func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions { return &EmbeddedEtcdOptions{} }
+
+// AddFlags adds the embedded etcd's flag.
+func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Dir, "embedded-etcd-dir", o.Dir,
+		"Run an etcd inside rekey-apiserver with its data in this directory, reachable only on a unix socket there (mode 0600). "+
+			"For one replica: replicas cannot share it. Exclusive with --etcd-servers; --standalone without --etcd-servers uses --data-dir.")
+}
+
+// Complete points the storage at the embedded etcd's socket.
+func (o *EmbeddedEtcdOptions) Complete(ro *genericoptions.RecommendedOptions) error {
+	if o.Dir == "" {
+		return nil
+	}
+	if len(ro.Etcd.StorageConfig.Transport.ServerList) > 0 {
+		return errors.New("--embedded-etcd-dir and --etcd-servers are exclusive: rekey stores its data in one etcd")
+	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("resolving --embedded-etcd-dir: %w", err)
+	}
+	o.Dir = abs
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating --embedded-etcd-dir: %w", err)
+	}
+	ro.Etcd.StorageConfig.Transport.ServerList = []string{standalone.EtcdClientURL(o.Dir)}
+	return nil
+}
+
+// Start starts the embedded etcd; nil when there is none.
+func (o *EmbeddedEtcdOptions) Start(ctx context.Context) (*standalone.Etcd, error) {
+	if o.Dir == "" {
+		return nil, nil
+	}
+	return standalone.StartEtcd(ctx, o.Dir)
+}
