@@ -6,13 +6,18 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
+.PHONY: all build image run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
 ## build: compile rekey-apiserver and kubectl-rekey into _output/bin
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+## image: container image tarballs of rekey-apiserver and rekey-agent in
+## _output/images (static, no PKCS#11; docs/install.md), without a daemon
+image:
+	hack/build-images.sh
 
 ## run: standalone server with embedded etcd; admin kubeconfig in $(DATA_DIR)/admin.kubeconfig
 run: build
@@ -23,6 +28,7 @@ test: verify test-unit test-integration test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 $(GOTEST_FLAGS) ./pkg/... ./cmd/...
+	cd hack/image && $(GO) test -count=1 ./...
 	# The container image's static build (no cgo, so no PKCS#11).
 	CGO_ENABLED=0 $(GO) test -count=1 $(GOTEST_FLAGS) ./pkg/signing/...
 

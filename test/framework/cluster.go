@@ -265,10 +265,13 @@ func (c *Cluster) RestoreAPIServices() error {
 // real caBundle of rekey's serving CA and that port.
 func (c *Cluster) applyArtifacts() error {
 	root := RepoRoot()
-	for _, f := range []string{"deploy/00-namespace.yaml", "deploy/10-server-rbac.yaml", "rbac"} {
+	for _, f := range []string{"deploy/base/namespace.yaml", "deploy/base/rbac.yaml"} {
 		if _, err := c.kubectl(nil, "apply", "-f", filepath.Join(root, "artifacts", f)); err != nil {
 			return err
 		}
+	}
+	if _, err := c.kubectl(nil, "apply", "-k", filepath.Join(root, "artifacts", "rbac")); err != nil {
+		return err
 	}
 	service := fmt.Sprintf(`apiVersion: v1
 kind: Service
@@ -285,14 +288,14 @@ spec:
 	if _, err := c.kubectl([]byte(service), "apply", "-f", "-"); err != nil {
 		return err
 	}
-	apiservice, err := os.ReadFile(filepath.Join(root, "artifacts", "deploy", "40-apiservice.yaml"))
+	apiservice, err := os.ReadFile(filepath.Join(root, "artifacts", "deploy", "base", "apiservice.yaml"))
 	if err != nil {
 		return err
 	}
-	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify: true")) {
-		return fmt.Errorf("artifacts/deploy/40-apiservice.yaml must not skip TLS verification")
+	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify")) {
+		return fmt.Errorf("artifacts/deploy/base/apiservice.yaml must not skip TLS verification")
 	}
-	rendered := strings.ReplaceAll(string(apiservice), "caBundle: CA_BUNDLE", "caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM()))
+	rendered := strings.ReplaceAll(string(apiservice), "  service:\n", "  caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM())+"\n  service:\n")
 	rendered = strings.ReplaceAll(rendered, "    port: 443", fmt.Sprintf("    port: %d", c.RekeyPort))
 	_, err = c.kubectl([]byte(rendered), "apply", "-f", "-")
 	return err
