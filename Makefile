@@ -6,7 +6,7 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build image run test test-unit test-integration test-e2e verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
+.PHONY: all build image run test test-unit test-integration test-e2e test-install verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
@@ -24,7 +24,7 @@ run: build
 	$(BIN)/rekey-apiserver --standalone --data-dir $(DATA_DIR) --secure-port $(PORT)
 
 ## test: everything: static checks, unit tests (race), integration and end-to-end tests
-test: verify test-unit test-integration test-e2e
+test: verify test-unit test-integration test-e2e test-install
 
 test-unit:
 	$(GO) test -race -count=1 $(GOTEST_FLAGS) ./pkg/... ./cmd/...
@@ -39,6 +39,12 @@ test-integration:
 test-e2e:
 	hack/install-test-deps.sh
 	$(GO) test -count=1 -timeout 40m $(GOTEST_FLAGS) ./test/e2e/...
+
+## test-install: make image's tarballs installed with kubectl apply -k into a
+## real one-node cluster (kube-scheduler, a kubelet on containerd)
+test-install:
+	hack/install-test-deps.sh
+	$(GO) test -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/install/...
 
 ## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint
 ## and logcheck. Each verify-X has an update-X that fixes what it can

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries (kube-apiserver, kube-controller-manager,
-# kubectl, kubelet, etcd) from the Go module proxy, using the tools module in hack/tools,
+# kube-scheduler, kubectl, kubelet, etcd) from the Go module proxy, using the tools module in hack/tools,
 # and caches them outside the repository. Prints the directory that holds them.
 #
 # A cold build takes several minutes on 2 cores; a second run returns at once
@@ -34,6 +34,7 @@ for w in "${want[@]}"; do
 	kube-controller-manager) build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
 	kubectl) build kubectl k8s.io/kubernetes/cmd/kubectl ;;
 	kubelet) build kubelet k8s.io/kubernetes/cmd/kubelet ;;
+	kube-scheduler) build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler ;;
 	*) echo "unknown tool $w" >&2; exit 2 ;;
 	esac
 done

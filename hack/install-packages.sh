@@ -7,7 +7,7 @@
 # only those packages (make verify needs protoc alone).
 set -o errexit -o nounset -o pipefail
 
-PACKAGES=(softhsm2 opensc swtpm swtpm-tools tpm2-tools openssl containerd runc containernetworking-plugins protobuf-compiler)
+PACKAGES=(softhsm2 opensc swtpm swtpm-tools tpm2-tools openssl containerd runc containernetworking-plugins iptables protobuf-compiler)
 if [[ $# -gt 0 ]]; then PACKAGES=("$@"); fi
 missing=()
 for p in "${PACKAGES[@]}"; do

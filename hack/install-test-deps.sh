@@ -7,9 +7,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 "$ROOT/hack/install-packages.sh"
 
-# The tests need etcd and kube-apiserver; kubectl only when the machine has
+# The tests need etcd, the control plane and the kubelet; kubectl only when the machine has
 # none (tests prefer $KUBECTL, then the one on PATH).
-tools=(etcd kube-apiserver kubelet)
+tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 if [[ -z "${KUBECTL:-}" ]] && ! command -v kubectl >/dev/null; then
 	tools+=(kubectl)
 fi

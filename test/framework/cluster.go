@@ -38,6 +38,10 @@ const (
 	RekeyServiceAccountUser = "system:serviceaccount:rekey-system:rekey-apiserver"
 
 	certValidity = 24 * time.Hour
+
+	// KubernetesServiceIP is the default/kubernetes Service's ClusterIP
+	// (the first of --service-cluster-ip-range).
+	KubernetesServiceIP = "10.96.0.1"
 )
 
 // APIServiceNames are rekey's APIServices.
@@ -63,6 +67,7 @@ type Cluster struct {
 	RekeyAdmin                 clientset.Interface
 	rekeyArgs                  []string
 	rekeyBinary                string
+	hostIP                     string
 }
 
 // ClusterOptions tunes StartCluster.
@@ -74,6 +79,11 @@ type ClusterOptions struct {
 	KubeAPIServerArgs []string
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
+	// HostIP, when set, makes the control plane reachable from pods on
+	// this host (kube-apiserver listens on it too and routes to an
+	// APIService's endpoints), and neither rekey's artifacts are applied
+	// nor rekey started: the test installs rekey into the cluster.
+	HostIP string
 }
 
 // StartCluster builds what is missing (hack/build-tools.sh, cached) and
@@ -87,7 +97,7 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, rekeyBinary: rekeyBinary, rekeyArgs: opts.RekeyArgs}
+	c := &Cluster{Dir: dir, rekeyBinary: rekeyBinary, rekeyArgs: opts.RekeyArgs, hostIP: opts.HostIP}
 	if err := c.makePKI(); err != nil {
 		return nil, err
 	}
@@ -132,7 +142,7 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		"--proxy-client-cert-file=" + p("front-proxy-client.crt"), "--proxy-client-key-file=" + p("front-proxy-client.key"),
 		"--cert-dir=" + filepath.Join(dir, "kube-cert-dir"),
 		"--profiling=false",
-	}, opts.KubeAPIServerArgs...)...)
+	}, append(inClusterArgs(opts.HostIP), opts.KubeAPIServerArgs...)...)...)
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -167,6 +177,10 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		return nil, fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.KubeAPIServer.LogTail(4000))
 	}
 
+	c.RekeyAdmin = clientset.NewForConfigOrDie(rest.CopyConfig(cfg))
+	if opts.HostIP != "" {
+		return c, nil
+	}
 	if c.RekeyKubeconfig, err = c.UserKubeconfig(RekeyServiceAccountUser, "system:serviceaccounts", "system:serviceaccounts:rekey-system"); err != nil {
 		c.Stop()
 		return nil, err
@@ -181,9 +195,21 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		c.Stop()
 		return nil, err
 	}
-	rcfg := rest.CopyConfig(cfg)
-	c.RekeyAdmin = clientset.NewForConfigOrDie(rcfg)
 	return c, nil
+}
+
+// inClusterArgs are kube-apiserver's flags for a cluster whose pods reach
+// it at hostIP (none without one): it listens there too, and the
+// aggregator dials an APIService's endpoints (there is no kube-proxy).
+func inClusterArgs(hostIP string) []string {
+	if hostIP == "" {
+		return nil
+	}
+	return []string{
+		"--bind-address=0.0.0.0", "--advertise-address=" + hostIP,
+		"--enable-aggregator-routing=true",
+		"--kubelet-preferred-address-types=InternalIP",
+	}
 }
 
 // StartRekey starts (or restarts) rekey-apiserver in aggregated mode and
@@ -326,7 +352,7 @@ func (c *Cluster) makePKI() error {
 	kubeServing, err := c.ServingCA.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		IPAddresses: kubeAPIServerIPs(c.hostIP),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, certValidity)
 	if err != nil {
@@ -375,6 +401,17 @@ func (c *Cluster) makePKI() error {
 		return err
 	}
 	return pki.WriteFileAtomic(p("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}), 0o644)
+}
+
+// kubeAPIServerIPs are the addresses in kube-apiserver's certificate:
+// loopback, the kubernetes Service's ClusterIP and the host's address when
+// pods reach it there.
+func kubeAPIServerIPs(hostIP string) []net.IP {
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP)}
+	if hostIP != "" {
+		ips = append(ips, net.ParseIP(hostIP))
+	}
+	return ips
 }
 
 // UserKubeconfig writes a kubeconfig for the kube-apiserver that

@@ -42,6 +42,14 @@ type NodeOptions struct {
 	// AgentArgs are extra flags for `rekey-agent run`, ExecArgs for
 	// `rekey-agent exec-credential`.
 	AgentArgs, ExecArgs []string
+	// Kubeconfig, when set, is the kubelet's own kubeconfig and no agent
+	// runs (a node of a cluster rekey is not installed in yet).
+	Kubeconfig string
+	// SandboxImage is containerd's pause image; Images are image tarballs
+	// imported into containerd before the kubelet starts (there is no
+	// registry to pull from).
+	SandboxImage string
+	Images       []string
 }
 
 // StartNode starts containerd, rekey-agent and, once the agent has a
@@ -52,7 +60,7 @@ func StartNode(dir string, o NodeOptions) (*Node, error) {
 	if _, err := os.Stat("/var/lib/kubelet"); err == nil {
 		n.devicePluginsExisted = true
 	}
-	for _, d := range []string{"containerd/root", "containerd/state", "cni", "kubelet", "kubelet-pki", "rekey"} {
+	for _, d := range []string{"containerd/root", "containerd/state", "cni", "kubelet", "kubelet-pki", "rekey", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}
@@ -66,12 +74,16 @@ state = %q
   address = %q
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true
+%s  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
-`, filepath.Join(dir, "containerd/root"), filepath.Join(dir, "containerd/state"), sock, filepath.Join(dir, "cni")),
+`, filepath.Join(dir, "containerd/root"), filepath.Join(dir, "containerd/state"), sock, sandboxImage(o.SandboxImage), filepath.Join(dir, "cni")),
 		"cni/10-bridge.conflist": `{"cniVersion": "0.4.0", "name": "rekey-e2e", "plugins": [
   {"type": "bridge", "bridge": "rekeye2e0", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.77.0/24"}]]}},
@@ -99,9 +111,10 @@ healthzBindAddress: 127.0.0.1
 healthzPort: %d
 readOnlyPort: 0
 staticPodPath: ""
+podLogsDir: %q
 containerRuntimeEndpoint: unix://%s
 evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%", "nodefs.inodesFree": "1%%"}
-`, ports[0], ports[1], sock)
+`, ports[0], ports[1], filepath.Join(dir, "pod-logs"), sock)
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			return nil, err
@@ -113,6 +126,19 @@ evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.av
 	if err := waitUntil(30*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
 		n.Stop()
 		return nil, fmt.Errorf("containerd did not start: %s", n.Containerd.LogTail(2000))
+	}
+	for _, image := range o.Images {
+		if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "import", image).CombinedOutput(); err != nil {
+			n.Stop()
+			return nil, fmt.Errorf("importing %s into containerd: %v: %s", image, err, out)
+		}
+	}
+	if o.Kubeconfig != "" {
+		if n.Kubelet, err = n.startKubelet(o, o.Kubeconfig); err != nil {
+			n.Stop()
+			return nil, err
+		}
+		return n, nil
 	}
 	agentArgs := append([]string{"run", "--bootstrap-kubeconfig", o.BootstrapKubeconfig, "--cert-dir", n.CertDir, "--node-name", o.Name}, o.AgentArgs...)
 	if n.Agent, err = Start(dir, "rekey-agent", o.RekeyAgent, agentArgs...); err != nil {
@@ -152,18 +178,29 @@ evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.av
 		n.Stop()
 		return nil, err
 	}
-	n.Kubelet, err = Start(dir, "kubelet", o.Kubelet,
-		"--config", filepath.Join(dir, "kubelet/config.yaml"),
-		"--kubeconfig", kubeconfig,
-		"--root-dir", filepath.Join(dir, "kubelet"),
-		"--cert-dir", filepath.Join(dir, "kubelet-pki"),
-		"--hostname-override", o.Name,
-		"--v=2")
-	if err != nil {
+	if n.Kubelet, err = n.startKubelet(o, kubeconfig); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	return n, nil
+}
+
+func (n *Node) startKubelet(o NodeOptions, kubeconfig string) (*Process, error) {
+	return Start(n.Dir, "kubelet", o.Kubelet,
+		"--config", filepath.Join(n.Dir, "kubelet/config.yaml"),
+		"--kubeconfig", kubeconfig,
+		"--root-dir", filepath.Join(n.Dir, "kubelet"),
+		"--cert-dir", filepath.Join(n.Dir, "kubelet-pki"),
+		"--hostname-override", o.Name,
+		"--v=2")
+}
+
+// sandboxImage is containerd's setting for the pause image, if one is given.
+func sandboxImage(image string) string {
+	if image == "" {
+		return ""
+	}
+	return fmt.Sprintf("  sandbox_image = %q\n", image)
 }
 
 // Stop ends the kubelet, the agent and containerd, and removes what the

@@ -1,0 +1,203 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KubeCluster is a whole one-node Kubernetes on this host, all v1.37.1
+// from the tools module: etcd, kube-apiserver (RBAC, Node authorization,
+// admission with Pod Security, the aggregation layer),
+// kube-controller-manager, kube-scheduler, and a kubelet on containerd
+// with images imported from tarballs. Pods reach kube-apiserver at the
+// kubernetes Service's ClusterIP through a DNAT rule, as kube-proxy would
+// arrange. rekey is not running: tests install it as an operator does.
+type KubeCluster struct {
+	*Cluster
+	HostIP         string
+	KCM, Scheduler *Process
+	Node           *Node
+	dnat           []string
+}
+
+// KubeClusterOptions say what the node starts with.
+type KubeClusterOptions struct {
+	// Images are image tarballs imported into the node's containerd; the
+	// first is also its sandbox (pause) image, SandboxImage.
+	Images       []string
+	SandboxImage string
+	Logf         func(format string, args ...any)
+}
+
+// KubeNodeName is the node's name.
+const KubeNodeName = "install-node"
+
+// StartKubeCluster starts the cluster in dir and waits for its node to be
+// Ready. Call Stop when done.
+func StartKubeCluster(dir string, o KubeClusterOptions) (*KubeCluster, error) {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	tools, err := BuildTools("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
+	if err != nil {
+		return nil, err
+	}
+	hostIP, err := HostIP()
+	if err != nil {
+		return nil, err
+	}
+	c, err := StartCluster(dir, "", ClusterOptions{HostIP: hostIP, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	k := &KubeCluster{Cluster: c, HostIP: hostIP}
+	if err := k.start(tools, o, logf); err != nil {
+		k.Stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string, ...any)) error {
+	p := func(name string) string { return filepath.Join(k.Dir, "pki", name) }
+	kubePort := k.KubeAPIURL[strings.LastIndex(k.KubeAPIURL, ":")+1:]
+	k.dnat = []string{"-t", "nat", "PREROUTING", "-d", KubernetesServiceIP + "/32", "-p", "tcp", "--dport", "443",
+		"-j", "DNAT", "--to-destination", k.HostIP + ":" + kubePort, "-m", "comment", "--comment", "rekey-install-e2e"}
+	if out, err := iptables("-I", k.dnat...); err != nil {
+		k.dnat = nil
+		return fmt.Errorf("adding the kubernetes Service's DNAT rule: %v: %s", err, out)
+	}
+
+	ports, err := FreePorts(2)
+	if err != nil {
+		return err
+	}
+	kcm, err := k.UserKubeconfig("system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	logf("starting kube-controller-manager")
+	if k.KCM, err = Start(k.Dir, "kube-controller-manager", filepath.Join(tools, "kube-controller-manager"),
+		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
+		// Each controller with its own ServiceAccount, as kubeadm runs it.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+p("sa.key"),
+		"--root-ca-file="+p("serving-ca.crt"),
+		// The kubelet has its own certificate; no cluster signing CA here.
+		"--controllers=*,-csrsigning",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
+	); err != nil {
+		return err
+	}
+	sched, err := k.UserKubeconfig("system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	logf("starting kube-scheduler")
+	if k.Scheduler, err = Start(k.Dir, "kube-scheduler", filepath.Join(tools, "kube-scheduler"),
+		"--kubeconfig="+sched, "--authentication-kubeconfig="+sched, "--authorization-kubeconfig="+sched,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[1]),
+	); err != nil {
+		return err
+	}
+	kubelet, err := k.UserKubeconfig("system:node:"+KubeNodeName, "system:nodes")
+	if err != nil {
+		return err
+	}
+	logf("starting the node (containerd, kubelet)")
+	if k.Node, err = StartNode(filepath.Join(k.Dir, "node"), NodeOptions{
+		Name: KubeNodeName, Kubelet: filepath.Join(tools, "kubelet"), Kubeconfig: kubelet,
+		SandboxImage: o.SandboxImage, Images: o.Images,
+	}); err != nil {
+		return err
+	}
+	return waitFor(120*time.Second, func() error {
+		for name, p := range map[string]*Process{"kube-controller-manager": k.KCM, "kube-scheduler": k.Scheduler, "kubelet": k.Node.Kubelet, "containerd": k.Node.Containerd} {
+			if p.Exited() {
+				return fmt.Errorf("%s exited (%w):\n%s", name, errExited, p.LogTail(3000))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		node, err := k.Admin.CoreV1().Nodes().Get(ctx, KubeNodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s not Ready", KubeNodeName)
+	})
+}
+
+// Stop ends the node, the control plane and removes the DNAT rule.
+func (k *KubeCluster) Stop() {
+	if k.Node != nil {
+		k.Node.Stop()
+	}
+	k.Scheduler.Stop(10 * time.Second)
+	k.KCM.Stop(10 * time.Second)
+	if k.dnat != nil {
+		_, _ = iptables("-D", k.dnat...)
+	}
+	k.Cluster.Stop()
+}
+
+// Kubectl runs kubectl as the cluster's admin.
+func (k *KubeCluster) Kubectl(stdin []byte, args ...string) (string, error) {
+	return k.kubectl(stdin, args...)
+}
+
+// PodLogs returns what the node kept of the containers' logs whose pod
+// name starts with prefix (for a failing test's message).
+func (k *KubeCluster) PodLogs(prefix string) string {
+	var b bytes.Buffer
+	dirs, _ := filepath.Glob(filepath.Join(k.Node.Dir, "pod-logs", "*_"+prefix+"*", "*", "*.log"))
+	for _, f := range dirs {
+		data, _ := os.ReadFile(f)
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		fmt.Fprintf(&b, "==> %s\n%s\n", f, data)
+	}
+	return b.String()
+}
+
+// iptables runs "iptables <op> <chain> <rule...>" with rule[0:2] being
+// "-t table"; rule is the table, chain and match.
+func iptables(op string, rule ...string) ([]byte, error) {
+	args := append([]string{rule[0], rule[1], op}, rule[2:]...)
+	return exec.Command("iptables", args...).CombinedOutput()
+}
+
+// HostIP is the host's address on its default route: what pods on the
+// node's bridge reach the host at.
+func HostIP() (string, error) {
+	// A UDP "connection" sends nothing; it only picks the source address.
+	conn, err := net.Dial("udp4", "198.51.100.1:9")
+	if err != nil {
+		return "", fmt.Errorf("finding the host's address: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	ip := conn.LocalAddr().(*net.UDPAddr).IP
+	if ip.IsLoopback() {
+		return "", fmt.Errorf("the host's address is loopback (%s): pods could not reach it", ip)
+	}
+	return ip.String(), nil
+}

@@ -1,0 +1,494 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/pki"
+	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
+)
+
+const (
+	namespace  = "rekey-system"
+	podLabel   = "app=rekey-apiserver"
+	userSigner = "rekey.io/kube-apiserver-client"
+	// rekeyUID is the user of rekey's image and Deployment.
+	rekeyUID = 65532
+)
+
+// TestInstallDefault: the one command installs a working rekey on its
+// embedded etcd; a new pod keeps every object; the uninstall removes
+// everything rekey made.
+func TestInstallDefault(t *testing.T) {
+	deploy := filepath.Join(framework.RepoRoot(), "artifacts", "deploy")
+	pv := persistentVolume(t)
+	t.Cleanup(func() { _, _ = cluster.Kubectl(nil, "delete", "pv", pv, "--ignore-not-found") })
+
+	kubectl(t, "apply", "-k", deploy)
+	first := waitServing(t, 1)
+	requireRestricted(t)
+
+	cert := issue(t, "install-before-restart")
+	before := snapshot(t)
+	kekUID := kubectl(t, "get", "secret", "-n", namespace, "rekey-ca-kek", "-o", "jsonpath={.metadata.uid}")
+
+	t.Logf("deleting pod %s", first[0])
+	kubectl(t, "delete", "pod", "-n", namespace, first[0], "--wait=true")
+	second := waitServing(t, 1)
+	if second[0] == first[0] {
+		t.Fatalf("pod %s was not replaced", first[0])
+	}
+	if after := snapshot(t); after != before {
+		t.Fatalf("objects changed across the pod's restart:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := certificateOf(t, "install-before-restart"); got != cert {
+		t.Fatal("the issued certificate changed across the restart")
+	}
+	if got := kubectl(t, "get", "secret", "-n", namespace, "rekey-ca-kek", "-o", "jsonpath={.metadata.uid}"); got != kekUID {
+		t.Fatal("the key-encryption key Secret was replaced")
+	}
+	// The CA keys survived too: the same CA signs after the restart.
+	verifyChain(t, issue(t, "install-after-restart"), cert)
+
+	uninstall(t, deploy)
+}
+
+// TestInstallHA: the ha overlay on an external etcd with TLS client
+// certificates, two replicas; one pod is killed while requests are being
+// approved and signed, and every request ends issued.
+func TestInstallHA(t *testing.T) {
+	etcdURL, secret := startTLSEtcd(t)
+	overlay := t.TempDir()
+	// kustomize takes only a relative path to another kustomization.
+	ha, err := filepath.Rel(overlay, filepath.Join(framework.RepoRoot(), "artifacts", "deploy", "overlays", "ha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator's edit of overlays/ha: where etcd is.
+	writeFile(t, filepath.Join(overlay, "kustomization.yaml"), fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+configMapGenerator:
+- name: rekey-etcd
+  namespace: rekey-system
+  behavior: replace
+  literals:
+  - servers=%s
+`, ha, etcdURL))
+
+	kubectl(t, "create", "namespace", namespace)
+	kubectl(t, "create", "secret", "generic", "rekey-etcd-client", "-n", namespace,
+		"--from-file=ca.crt="+secret+"/ca.crt", "--from-file=tls.crt="+secret+"/tls.crt", "--from-file=tls.key="+secret+"/tls.key")
+	kubectl(t, "apply", "-k", overlay)
+	pods := waitServing(t, 2)
+	requireRestricted(t)
+	issue(t, "ha-kubectl")
+
+	const requests = 60
+	var issued, retries atomic.Int32
+	var wg sync.WaitGroup
+	names := make(chan string)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				retries.Add(createAndApprove(t, name))
+				issued.Add(1)
+			}
+		}()
+	}
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for issued.Load() < requests/4 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("killing pod %s after %d approvals", pods[0], issued.Load())
+		if _, err := cluster.Kubectl(nil, "delete", "pod", "-n", namespace, pods[0], "--grace-period=0", "--force"); err != nil {
+			t.Errorf("killing %s: %v", pods[0], err)
+		}
+	}()
+	for i := 0; i < requests; i++ {
+		names <- fmt.Sprintf("ha-%02d", i)
+	}
+	close(names)
+	wg.Wait()
+	<-killed
+
+	// Every request ends issued, each with its own certificate from the
+	// same CA; the approvals that were cut short were repeated by the
+	// client, and what a dead replica left approved the survivor finishes.
+	var first string
+	serials := map[string]bool{}
+	for i := 0; i < requests; i++ {
+		name := fmt.Sprintf("ha-%02d", i)
+		cert := waitCertificate(t, name)
+		if first == "" {
+			first = cert
+		}
+		serials[verifyChain(t, cert, first)] = true
+	}
+	if len(serials) != requests {
+		t.Fatalf("%d distinct certificates for %d requests", len(serials), requests)
+	}
+	t.Logf("%d requests issued; %d attempts failed while the pod died and were repeated", requests, retries.Load())
+	waitServing(t, 2)
+	uninstall(t, overlay)
+}
+
+// createAndApprove creates a request and approves it through the
+// aggregator, repeating what fails while a replica dies: a create that
+// finds its request, or an approval that finds it approved, is done. It
+// returns how many attempts failed.
+func createAndApprove(t *testing.T, name string) int32 {
+	client := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests()
+	csr := &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request:           fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: name}),
+			SignerName:        userSigner,
+			ExpirationSeconds: ptr.To[int32](3600),
+			Usages:            []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth},
+		},
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for failed := int32(0); ; failed++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := func() error {
+			got, err := client.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				got, err = client.Create(ctx, csr, metav1.CreateOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == certv1alpha1.CertificateApproved {
+					return nil
+				}
+			}
+			got.Status.Conditions = append(got.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+				Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "InstallTest", Message: "approved by the install test",
+			})
+			_, err = client.UpdateApproval(ctx, name, got, metav1.UpdateOptions{})
+			return err
+		}()
+		cancel()
+		if err == nil {
+			return failed
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %v", name, err)
+			return failed
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitServing waits until n rekey pods are Ready and both APIServices are
+// Available, and returns the pods' names.
+func waitServing(t *testing.T, n int) []string {
+	t.Helper()
+	var pods []string
+	var last string
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		out, err := cluster.Kubectl(nil, "get", "pods", "-n", namespace, "-l", podLabel, "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		pods = nil
+		ready := 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && f[1] == "True" { // no deletionTimestamp
+				ready++
+				pods = append(pods, f[0])
+			}
+		}
+		available := 0
+		for _, name := range framework.APIServiceNames {
+			s, _ := cluster.Kubectl(nil, "get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+			if strings.TrimSpace(s) == "True" {
+				available++
+			}
+		}
+		if err == nil && ready == n && len(strings.Split(strings.TrimSpace(out), "\n")) == n && available == len(framework.APIServiceNames) {
+			sort.Strings(pods)
+			return pods
+		}
+		last = fmt.Sprintf("pods:\n%s\n%d of %d APIServices Available", out, available, len(framework.APIServiceNames))
+		if time.Now().After(deadline) {
+			describe, _ := cluster.Kubectl(nil, "describe", "pods", "-n", namespace, "-l", podLabel)
+			apis, _ := cluster.Kubectl(nil, "get", "apiservices", "-o", "wide")
+			t.Fatalf("rekey not serving with %d pods: %s\n%s\n%s\n%s", n, last, describe, apis, cluster.PodLogs("rekey-apiserver"))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// requireRestricted: the namespace enforces the restricted Pod Security
+// Standard (so the running pods were admitted under it), and a server-side
+// check of that level against the running pods warns of nothing.
+func requireRestricted(t *testing.T) {
+	t.Helper()
+	if got := kubectl(t, "get", "namespace", namespace, "-o", `jsonpath={.metadata.labels.pod-security\.kubernetes\.io/enforce}`); got != "restricted" {
+		t.Fatalf("namespace %s enforces %q, want restricted", namespace, got)
+	}
+	_, stderr, err := framework.RunKubectl(t, cluster.AdminKubeconfig, nil, "label", "--dry-run=server", "--overwrite", "namespace", namespace,
+		"pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")
+	if err != nil || strings.Contains(stderr, "violate") || strings.Contains(stderr, "Warning") {
+		t.Fatalf("the running pods do not pass the restricted standard: %v\n%s", err, stderr)
+	}
+}
+
+// issue creates a request with kubectl through the aggregator, approves it
+// with kubectl rekey approve, and returns the certificate.
+func issue(t *testing.T, name string) string {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: certificates.rekey.io/v1alpha1
+kind: CertificateSigningRequest
+metadata:
+  name: %s
+spec:
+  signerName: %s
+  expirationSeconds: 3600
+  usages: [digital signature, client auth]
+  request: %s
+`, name, userSigner, base64.StdEncoding.EncodeToString(fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: name})))
+	if out, err := cluster.Kubectl([]byte(manifest), "create", "-f", "-"); err != nil {
+		t.Fatalf("kubectl create: %v\n%s", err, out)
+	}
+	plugin := framework.Binary(t, "kubectl-rekey")
+	env := []string{"PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	if out, stderr, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "approve", name); err != nil {
+		t.Fatalf("kubectl rekey approve: %v\n%s%s", err, out, stderr)
+	}
+	return waitCertificate(t, name)
+}
+
+func waitCertificate(t *testing.T, name string) string {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && len(csr.Status.Certificate) > 0 {
+			return string(csr.Status.Certificate)
+		}
+		last = fmt.Sprintf("%v %+v", err, csr)
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("%s not issued: %s", name, last)
+	return ""
+}
+
+func certificateOf(t *testing.T, name string) string {
+	t.Helper()
+	csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(csr.Status.Certificate)
+}
+
+// verifyChain checks that cert was signed by the CA that signed other
+// (both issued by the same signer) and returns cert's serial.
+func verifyChain(t *testing.T, certPEM, otherPEM string) string {
+	t.Helper()
+	cert, other := parseFirst(t, certPEM), parseFirst(t, otherPEM)
+	if !bytes.Equal(cert.AuthorityKeyId, other.AuthorityKeyId) || len(cert.AuthorityKeyId) == 0 {
+		t.Fatalf("certificates from different CAs: %x vs %x", cert.AuthorityKeyId, other.AuthorityKeyId)
+	}
+	return cert.SerialNumber.String()
+}
+
+func parseFirst(t *testing.T, certPEM string) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode([]byte(certPEM))
+	if block == nil {
+		t.Fatalf("no PEM in %q", certPEM)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// snapshot lists rekey's objects (name and UID) as served through the
+// aggregator.
+func snapshot(t *testing.T) string {
+	t.Helper()
+	return kubectl(t, "get", "certificatesigningrequests.certificates.rekey.io,signers.certificates.rekey.io,certificateauthorities.rotation.rekey.io",
+		"-o", "custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion", "--sort-by=.metadata.name", "--no-headers")
+}
+
+// uninstall deletes what kustomization dir installed and checks nothing
+// rekey made is left: its namespace (and the Secret, PVC and events in
+// it), its APIServices, cluster roles and bindings, and any trust bundle it
+// published.
+func uninstall(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := cluster.Kubectl(nil, "delete", "-k", dir, "--wait=true", "--timeout=3m"); err != nil {
+		t.Fatalf("kubectl delete -k %s: %v\n%s", dir, err, out)
+	}
+	left := func() string {
+		var found []string
+		if out, _ := cluster.Kubectl(nil, "get", "namespace", namespace, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+			found = append(found, out)
+		}
+		for _, kind := range []string{"apiservices", "clusterroles", "clusterrolebindings"} {
+			out, _ := cluster.Kubectl(nil, "get", kind, "-o", "name")
+			for _, line := range strings.Fields(out) {
+				if strings.Contains(line, "rekey") {
+					found = append(found, line)
+				}
+			}
+		}
+		out, _ := cluster.Kubectl(nil, "get", "rolebindings,roles", "-n", "kube-system", "-o", "name")
+		for _, line := range strings.Fields(out) {
+			if strings.Contains(line, "rekey") {
+				found = append(found, line)
+			}
+		}
+		for _, kind := range []string{"configmaps", "clustertrustbundles"} {
+			out, _ := cluster.Kubectl(nil, "get", kind, "-A", "-l", "rekey.io/certificate-authority", "-o", "name")
+			found = append(found, strings.Fields(out)...)
+		}
+		return strings.Join(found, "\n")
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		l := left()
+		if l == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left after kubectl delete -k:\n%s", l)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// persistentVolume makes a hostPath volume for the embedded etcd's claim,
+// owned by rekey's user (a hostPath volume ignores fsGroup); the cluster
+// has no provisioner.
+func persistentVolume(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(cluster.Dir, "pv-rekey-data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, rekeyUID, rekeyUID); err != nil {
+		t.Fatal(err)
+	}
+	name := "rekey-data-install-test"
+	kubectlIn(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %s
+spec:
+  capacity: {storage: 2Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: %s, type: Directory}
+`, name, dir), "apply", "-f", "-")
+	return name
+}
+
+// startTLSEtcd runs an etcd on the host's address that accepts only
+// clients with a certificate of its CA, and writes the files of the
+// rekey-etcd-client Secret; it returns the client URL and that directory.
+func startTLSEtcd(t *testing.T) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("install-etcd-ca", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Issue(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "etcd"}, IPAddresses: []net.IP{net.ParseIP(cluster.HostIP), net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "rekey-apiserver"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, kp := range map[string]*pki.KeyPair{"server": server, "tls": client} {
+		if err := kp.Write(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "ca.crt"), string(ca.CertPEM()))
+	ports, err := framework.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + net.JoinHostPort(cluster.HostIP, strconv.Itoa(ports[0]))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	tools, err := framework.BuildTools("etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := framework.Start(dir, "etcd-tls", filepath.Join(tools, "etcd"),
+		"--name=install", "--data-dir="+filepath.Join(dir, "data"),
+		"--listen-client-urls="+url, "--advertise-client-urls="+url,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=install="+peer,
+		"--cert-file="+filepath.Join(dir, "server.crt"), "--key-file="+filepath.Join(dir, "server.key"),
+		"--trusted-ca-file="+filepath.Join(dir, "ca.crt"), "--client-cert-auth", "--log-level=warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Stop(10 * time.Second) })
+	return url, dir
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cluster.Kubectl(nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+func kubectlIn(t *testing.T, stdin string, args ...string) {
+	t.Helper()
+	if _, err := cluster.Kubectl([]byte(stdin), args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
