@@ -48,6 +48,24 @@ func TestInstallDefault(t *testing.T) {
 	kubectl(t, "apply", "-k", deploy)
 	first := waitServing(t, 1)
 	requireRestricted(t)
+	// A CA that publishes its bundle outside rekey's namespace: the
+	// uninstall must take that ConfigMap too.
+	kubectlIn(t, `apiVersion: rotation.rekey.io/v1alpha1
+kind: CertificateAuthority
+metadata:
+  name: install-published
+spec:
+  commonName: Install test CA
+  keyAlgorithm: ECDSA-P256
+  validity: 87600h
+  keyStore: {type: Etcd}
+  publish:
+    configMaps: {namespaces: [default]}
+`, "apply", "-f", "-")
+	waitFor(t, "the published ConfigMap", func() bool {
+		out, err := cluster.Kubectl(nil, "get", "configmap", "-n", "default", "install-published", "-o", "jsonpath={.metadata.ownerReferences[0].name}")
+		return err == nil && out == "v1alpha1.rotation.rekey.io"
+	})
 
 	cert := issue(t, "install-before-restart")
 	before := snapshot(t)
@@ -468,6 +486,17 @@ func startTLSEtcd(t *testing.T) (string, string) {
 	}
 	t.Cleanup(func() { proc.Stop(10 * time.Second) })
 	return url, dir
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func kubectl(t *testing.T, args ...string) string {

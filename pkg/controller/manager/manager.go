@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -70,6 +71,10 @@ type Manager struct {
 	mu  sync.Mutex
 	err error
 }
+
+// PublishedOwnerAPIService is the APIService that owns the trust bundles
+// rekey publishes into the host cluster.
+const PublishedOwnerAPIService = "v1alpha1.rotation.rekey.io"
 
 // New returns a manager that has not started.
 func New(opts Options) *Manager { return &Manager{opts: opts} }
@@ -165,6 +170,13 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		defaultNamespace = kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
 		approverController.SetCluster(issuer.NewListerClusterView(kubeFactory, defaultNamespace))
 		publisherController = publisher.NewController(kubeClient, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
+		dyn, err := dynamic.NewForConfig(opts.KubeConfig)
+		if err != nil {
+			return fmt.Errorf("creating the host cluster client: %w", err)
+		}
+		// Uninstalling rekey deletes this APIService; the garbage collector
+		// then removes every bundle rekey published.
+		publisherController.Owner = publisher.APIServiceOwner(dyn, PublishedOwnerAPIService)
 		// Rotations show as events on the CA in the host cluster, so that
 		// requesters learn early.
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))

@@ -16,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -42,8 +44,17 @@ const (
 	fieldManager = "rekey-publisher"
 )
 
+// Owner returns the owner reference of what the publisher writes, nil for
+// none. rekey installed in a cluster points it at its APIService
+// v1alpha1.rotation.rekey.io, so that uninstalling rekey (deleting the
+// APIService) lets the garbage collector remove every bundle it published.
+type Owner func(ctx context.Context) (*metav1.OwnerReference, error)
+
 // Controller publishes trust bundles.
 type Controller struct {
+	// Owner, when set, owns every ConfigMap and ClusterTrustBundle written.
+	Owner Owner
+
 	kube       kubernetes.Interface
 	cas        rotationlisters.CertificateAuthorityLister
 	signers    certlisters.SignerLister
@@ -118,6 +129,10 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 	if p == nil || ca.Status.TrustBundle == "" {
 		return nil
 	}
+	owner, err := c.owner(ctx)
+	if err != nil {
+		return err
+	}
 	var errs []string
 	if p.ConfigMaps != nil {
 		namespaces, err := c.targetNamespaces(p.ConfigMaps)
@@ -129,7 +144,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			name = ca.Name
 		}
 		for _, ns := range namespaces {
-			if err := c.ensureConfigMap(ctx, ns, name, ca); err != nil {
+			if err := c.ensureConfigMap(ctx, ns, name, ca, owner); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -143,7 +158,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			if s.Spec.CertificateAuthorityRef.Name != ca.Name {
 				continue
 			}
-			if err := c.ensureClusterTrustBundle(ctx, s.Spec.SignerName, ca); err != nil {
+			if err := c.ensureClusterTrustBundle(ctx, s.Spec.SignerName, ca, owner); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -183,12 +198,59 @@ func (c *Controller) targetNamespaces(p *rotationv1alpha1.ConfigMapPublish) ([]s
 	return out, nil
 }
 
-func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority) error {
+func (c *Controller) owner(ctx context.Context) (*metav1.OwnerReference, error) {
+	if c.Owner == nil {
+		return nil, nil
+	}
+	owner, err := c.Owner(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finding the owner of published trust bundles: %w", err)
+	}
+	return owner, nil
+}
+
+// meta is the metadata of a published object: rekey's label, and the
+// owner when there is one.
+func meta(name, ns string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{OwnerLabel: ca.Name}}
+	if owner != nil {
+		m.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return m
+}
+
+// lacksOwner reports whether an object rekey published before it had an
+// owner (or before rekey was reinstalled) must get the current one.
+func lacksOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) bool {
+	if owner == nil {
+		return false
+	}
+	for _, r := range refs {
+		if r.UID == owner.UID {
+			return false
+		}
+	}
+	return true
+}
+
+// withOwner replaces the owner references of an earlier owner of the same
+// kind and name (a reinstalled rekey) with the current one.
+func withOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) []metav1.OwnerReference {
+	out := []metav1.OwnerReference{*owner}
+	for _, r := range refs {
+		if r.Kind != owner.Kind || r.Name != owner.Name || r.APIVersion != owner.APIVersion {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) error {
 	cms := c.kube.CoreV1().ConfigMaps(ns)
 	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{OwnerLabel: ca.Name}},
+			ObjectMeta: meta(name, ns, ca, owner),
 			Data:       map[string]string{BundleKey: ca.Status.TrustBundle},
 		}, metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
@@ -202,10 +264,13 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	if cm.Labels[OwnerLabel] != ca.Name {
 		return fmt.Errorf("ConfigMap %s/%s exists and was not written by rekey for %s (no label %s=%s); not overwritten", ns, name, ca.Name, OwnerLabel, ca.Name)
 	}
-	if cm.Data[BundleKey] == ca.Status.TrustBundle {
+	if cm.Data[BundleKey] == ca.Status.TrustBundle && !lacksOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
 	updated := cm.DeepCopy()
+	if lacksOwner(updated.OwnerReferences, owner) {
+		updated.OwnerReferences = withOwner(updated.OwnerReferences, owner)
+	}
 	if updated.Data == nil {
 		updated.Data = map[string]string{}
 	}
@@ -221,13 +286,13 @@ func ClusterTrustBundleName(signerName, caName string) string {
 	return strings.ReplaceAll(signerName, "/", ":") + ":" + caName
 }
 
-func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName string, ca *rotationv1alpha1.CertificateAuthority) error {
+func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) error {
 	ctbs := c.kube.CertificatesV1().ClusterTrustBundles()
 	name := ClusterTrustBundleName(signerName, ca.Name)
 	ctb, err := ctbs.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = ctbs.Create(ctx, &certificatesv1.ClusterTrustBundle{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{OwnerLabel: ca.Name}},
+			ObjectMeta: meta(name, "", ca, owner),
 			Spec:       certificatesv1.ClusterTrustBundleSpec{SignerName: signerName, TrustBundle: ca.Status.TrustBundle},
 		}, metav1.CreateOptions{FieldManager: fieldManager})
 		return err
@@ -238,11 +303,34 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 	if ctb.Labels[OwnerLabel] != ca.Name {
 		return fmt.Errorf("ClusterTrustBundle %s exists and was not written by rekey for %s; not overwritten", name, ca.Name)
 	}
-	if ctb.Spec.TrustBundle == ca.Status.TrustBundle {
+	if ctb.Spec.TrustBundle == ca.Status.TrustBundle && !lacksOwner(ctb.OwnerReferences, owner) {
 		return nil
 	}
 	updated := ctb.DeepCopy()
+	if lacksOwner(updated.OwnerReferences, owner) {
+		updated.OwnerReferences = withOwner(updated.OwnerReferences, owner)
+	}
 	updated.Spec.TrustBundle = ca.Status.TrustBundle
 	_, err = ctbs.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
 	return err
+}
+
+// apiServices is the resource of the APIService that owns what is
+// published.
+var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// APIServiceOwner makes the named APIService the owner of every published
+// bundle; none while it does not exist (rekey not registered in the
+// cluster, or standalone).
+func APIServiceOwner(client dynamic.Interface, name string) Owner {
+	return func(ctx context.Context) (*metav1.OwnerReference, error) {
+		svc, err := client.Resource(apiServices).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: svc.GetName(), UID: svc.GetUID()}, nil
+	}
 }

@@ -130,3 +130,45 @@ func TestNothingBeforeABundleOrWithoutPublish(t *testing.T) {
 		t.Fatalf("actions %v", kube.Actions())
 	}
 }
+
+// TestHandleSetsOwner: with an owner (rekey's APIService), every published
+// object carries it, and objects published before get it on the next sync,
+// replacing a reinstalled rekey's stale reference, so that uninstalling
+// rekey lets the garbage collector remove them.
+func TestHandleSetsOwner(t *testing.T) {
+	stale := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "old"}
+	earlier := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: map[string]string{OwnerLabel: "team-ca"},
+		OwnerReferences: []metav1.OwnerReference{stale}}, Data: map[string]string{BundleKey: "B1"}}
+	c, kube := newFixture(t, earlier)
+	owner := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "u-1"}
+	c.Owner = func(context.Context) (*metav1.OwnerReference, error) { return &owner, nil }
+	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"listed", "labelled"} {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "team-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != owner {
+			t.Fatalf("ConfigMap %s/team-ca owners %+v, want only %+v", ns, cm.OwnerReferences, owner)
+		}
+	}
+	ctb, err := kube.CertificatesV1().ClusterTrustBundles().Get(context.Background(), ClusterTrustBundleName("example.com/team", "team-ca"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ctb.OwnerReferences) != 1 || ctb.OwnerReferences[0] != owner {
+		t.Fatalf("ClusterTrustBundle owners %+v", ctb.OwnerReferences)
+	}
+	// Nothing more to write on the next sync.
+	kube.ClearActions()
+	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "get" {
+			t.Fatalf("second sync wrote: %v", a)
+		}
+	}
+}
