@@ -109,7 +109,7 @@ bench:
 
 ## tools: build kube-apiserver, kubectl and etcd into the cache (hack/build-tools.sh)
 tools:
-	hack/build-tools.sh
+	hack/build-tools.sh etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet
 
 clean:
 	rm -rf _output

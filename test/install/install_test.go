@@ -3,9 +3,9 @@ package install
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"net"
