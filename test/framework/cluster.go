@@ -318,7 +318,7 @@ spec:
 	if err != nil {
 		return err
 	}
-	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify")) {
+	if bytes.Contains(apiservice, []byte("insecureSkipTLSVerify: true")) {
 		return fmt.Errorf("artifacts/deploy/base/apiservice.yaml must not skip TLS verification")
 	}
 	rendered := strings.ReplaceAll(string(apiservice), "  service:\n", "  caBundle: "+base64.StdEncoding.EncodeToString(c.RekeyServingCA.CertPEM())+"\n  service:\n")
