@@ -291,7 +291,9 @@ func (c *Cluster) RestoreAPIServices() error {
 // real caBundle of rekey's serving CA and that port.
 func (c *Cluster) applyArtifacts() error {
 	root := RepoRoot()
-	for _, f := range []string{"deploy/base/namespace.yaml", "deploy/base/rbac.yaml"} {
+	// The custom signer example is a pattern, not installed; the tests bind
+	// its roles.
+	for _, f := range []string{"deploy/base/namespace.yaml", "deploy/base/rbac.yaml", "rbac/custom-signer-example.yaml"} {
 		if _, err := c.kubectl(nil, "apply", "-f", filepath.Join(root, "artifacts", f)); err != nil {
 			return err
 		}
