@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,8 +145,8 @@ configMapGenerator:
 		for issued.Load() < requests/4 {
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Logf("killing pod %s after %d approvals", pods[0], issued.Load())
-		if _, err := cluster.Kubectl(nil, "delete", "pod", "-n", namespace, pods[0], "--grace-period=0", "--force"); err != nil {
+		t.Logf("killing rekey-apiserver in pod %s after %d approvals", pods[0], issued.Load())
+		if err := killContainer(pods[0]); err != nil {
 			t.Errorf("killing %s: %v", pods[0], err)
 		}
 	}()
@@ -173,8 +174,45 @@ configMapGenerator:
 		t.Fatalf("%d distinct certificates for %d requests", len(serials), requests)
 	}
 	t.Logf("%d requests issued; %d attempts failed while the pod died and were repeated", requests, retries.Load())
+	if restarts := kubectl(t, "get", "pod", "-n", namespace, pods[0], "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); restarts == "0" {
+		t.Fatalf("pod %s was not killed (no restart)", pods[0])
+	}
 	waitServing(t, 2)
 	uninstall(t, overlay)
+}
+
+// killContainer sends SIGKILL to the rekey-apiserver process of a pod, as
+// a crash or the OOM killer would: no graceful shutdown, requests in
+// flight cut. The process is found by the pod's cgroup on this node.
+func killContainer(pod string) error {
+	uid, err := cluster.Kubectl(nil, "get", "pod", "-n", namespace, pod, "-o", "jsonpath={.metadata.uid}")
+	if err != nil {
+		return err
+	}
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return err
+	}
+	killed := 0
+	for _, p := range procs {
+		comm, err1 := os.ReadFile(filepath.Join(p, "comm"))
+		cgroup, err2 := os.ReadFile(filepath.Join(p, "cgroup"))
+		if err1 != nil || err2 != nil || strings.TrimSpace(string(comm)) != "rekey-apiserver" || !strings.Contains(string(cgroup), "pod"+strings.TrimSpace(uid)) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return err
+		}
+		killed++
+	}
+	if killed != 1 {
+		return fmt.Errorf("found %d rekey-apiserver processes of pod %s (uid %s)", killed, pod, uid)
+	}
+	return nil
 }
 
 // createAndApprove creates a request and approves it through the
