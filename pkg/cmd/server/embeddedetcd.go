@@ -39,13 +39,9 @@ func (o *EmbeddedEtcdOptions) Complete(ro *genericoptions.RecommendedOptions) er
 	if len(ro.Etcd.StorageConfig.Transport.ServerList) > 0 {
 		return errors.New("--embedded-etcd-dir and --etcd-servers are exclusive: rekey stores its data in one etcd")
 	}
-	abs, err := filepath.Abs(o.Dir)
-	if err != nil {
-		return fmt.Errorf("resolving --embedded-etcd-dir: %w", err)
-	}
-	o.Dir = abs
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return fmt.Errorf("creating --embedded-etcd-dir: %w", err)
+	var err error
+	if o.Dir, err = privateDir("--embedded-etcd-dir", o.Dir); err != nil {
+		return err
 	}
 	ro.Etcd.StorageConfig.Transport.ServerList = []string{standalone.EtcdClientURL(o.Dir)}
 	return nil
@@ -57,4 +53,17 @@ func (o *EmbeddedEtcdOptions) Start(ctx context.Context) (*standalone.Etcd, erro
 		return nil, nil
 	}
 	return standalone.StartEtcd(ctx, o.Dir)
+}
+
+// privateDir makes the directory a flag names (mode 0700 when it is new)
+// and returns its absolute path.
+func privateDir(flag, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", flag, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", flag, err)
+	}
+	return abs, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
@@ -62,13 +61,9 @@ func (o *StandaloneOptions) Complete(ro *genericoptions.RecommendedOptions, keys
 	if !o.Enabled {
 		return nil
 	}
-	abs, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return fmt.Errorf("resolving --data-dir: %w", err)
-	}
-	o.DataDir = abs
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("creating --data-dir: %w", err)
+	var err error
+	if o.DataDir, err = privateDir("--data-dir", o.DataDir); err != nil {
+		return err
 	}
 	pki := o.pki()
 	hosts := append([]string{"localhost"}, o.AlternateDNS...)
