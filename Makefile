@@ -92,6 +92,8 @@ fuzz:
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCertificateChain$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/apiserver -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseAK$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzVerifyQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/strictpem -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the hot paths, then the issuance load generator

@@ -1,0 +1,85 @@
+package attest
+
+import (
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+
+	"github.com/google/go-tpm/tpm2"
+)
+
+// MaxPublicAreaSize caps an AK public area before it is parsed.
+const MaxPublicAreaSize = 1024
+
+// AK is a checked attestation key.
+type AK struct {
+	Public *ecdsa.PublicKey
+	// Name is the TPM name (nameAlg SHA-256 ‖ digest of the public area),
+	// what the credential-activation challenge is bound to.
+	Name []byte
+}
+
+// ParseAK parses an AK's public area (TPMT_PUBLIC) and checks that it is a
+// key the TPM made and keeps, that signs only what the TPM itself
+// produced: ECC P-256 with ECDSA-SHA256, restricted, sign-only, fixedTPM,
+// fixedParent, sensitiveDataOrigin, nameAlg SHA-256, the point on the curve.
+// Trailing bytes are refused, so the name covers exactly what was checked.
+func ParseAK(publicArea []byte) (*AK, error) {
+	if len(publicArea) > MaxPublicAreaSize {
+		return nil, fmt.Errorf("AK public area of %d bytes exceeds %d", len(publicArea), MaxPublicAreaSize)
+	}
+	pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](publicArea)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the AK public area: %w", err)
+	}
+	if got := tpm2.Marshal(pub); string(got) != string(publicArea) {
+		return nil, errors.New("AK public area has trailing or non-canonical bytes")
+	}
+	if pub.Type != tpm2.TPMAlgECC || pub.NameAlg != tpm2.TPMAlgSHA256 {
+		return nil, fmt.Errorf("AK must be ECC with nameAlg SHA-256 (type %v, nameAlg %v)", pub.Type, pub.NameAlg)
+	}
+	a := pub.ObjectAttributes
+	for _, want := range []struct {
+		name     string
+		got, exp bool
+	}{
+		{"fixedTPM", a.FixedTPM, true},
+		{"fixedParent", a.FixedParent, true},
+		{"sensitiveDataOrigin", a.SensitiveDataOrigin, true},
+		{"restricted", a.Restricted, true},
+		{"sign", a.SignEncrypt, true},
+		{"decrypt", a.Decrypt, false},
+	} {
+		if want.got != want.exp {
+			return nil, fmt.Errorf("AK attribute %s is %t, must be %t", want.name, want.got, want.exp)
+		}
+	}
+	parms, err := pub.Parameters.ECCDetail()
+	if err != nil {
+		return nil, fmt.Errorf("AK parameters: %w", err)
+	}
+	if parms.CurveID != tpm2.TPMECCNistP256 || parms.Scheme.Scheme != tpm2.TPMAlgECDSA {
+		return nil, fmt.Errorf("AK must be NIST P-256 with ECDSA (curve %v, scheme %v)", parms.CurveID, parms.Scheme.Scheme)
+	}
+	scheme, err := parms.Scheme.Details.ECDSA()
+	if err != nil || scheme.HashAlg != tpm2.TPMAlgSHA256 {
+		return nil, errors.New("AK signing scheme must be ECDSA with SHA-256")
+	}
+	point, err := pub.Unique.ECC()
+	if err != nil {
+		return nil, fmt.Errorf("AK public point: %w", err)
+	}
+	key, err := tpm2.ECDSAPub(parms, point)
+	if err != nil {
+		return nil, err
+	}
+	// ECDH conversion refuses a point off the curve (or at infinity).
+	if _, err := key.ECDH(); err != nil {
+		return nil, fmt.Errorf("AK public point: %w", err)
+	}
+	name, err := tpm2.ObjectName(pub)
+	if err != nil {
+		return nil, fmt.Errorf("AK name: %w", err)
+	}
+	return &AK{Public: key, Name: name.Buffer}, nil
+}

@@ -1,0 +1,53 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"testing"
+
+	"github.com/google/go-tpm/tpm2"
+)
+
+// FuzzParseAK: any bytes give an AK or an error, never a panic, and an
+// accepted area re-encodes to itself (its name covers all of it).
+func FuzzParseAK(f *testing.F) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub := akTemplate(key)
+	f.Add(tpm2.Marshal(&pub))
+	f.Fuzz(func(t *testing.T, area []byte) {
+		ak, err := ParseAK(area)
+		if err != nil {
+			return
+		}
+		pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](area)
+		if err != nil || !bytes.Equal(tpm2.Marshal(pub), area) || len(ak.Name) != 34 {
+			t.Fatalf("accepted a public area that does not re-encode to itself")
+		}
+	})
+}
+
+// FuzzVerifyQuote: arbitrary quote and signature bytes never panic and are
+// never accepted for a fresh key.
+func FuzzVerifyQuote(f *testing.F) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub := akTemplate(key)
+	ak, err := ParseAK(tpm2.Marshal(&pub))
+	if err != nil {
+		f.Fatal(err)
+	}
+	pcrs := map[int][]byte{0: make([]byte, 32)}
+	sel, _ := Selection(tpm2.TPMAlgSHA256, pcrs)
+	attest := tpm2.TPMSAttest{Magic: tpm2.TPMGeneratedValue, Type: tpm2.TPMSTAttestQuote, ExtraData: tpm2.TPM2BData{Buffer: []byte("q")},
+		Attested: tpm2.NewTPMUAttest(tpm2.TPMSTAttestQuote, &tpm2.TPMSQuoteInfo{PCRSelect: sel, PCRDigest: tpm2.TPM2BDigest{Buffer: PCRDigest(pcrs)}})}
+	sig := tpm2.TPMTSignature{SigAlg: tpm2.TPMAlgECDSA, Signature: tpm2.NewTPMUSignature(tpm2.TPMAlgECDSA, &tpm2.TPMSSignatureECC{
+		Hash: tpm2.TPMAlgSHA256, SignatureR: tpm2.TPM2BECCParameter{Buffer: []byte{1}}, SignatureS: tpm2.TPM2BECCParameter{Buffer: []byte{1}}})}
+	f.Add(tpm2.Marshal(&attest), tpm2.Marshal(&sig))
+	want := QuoteExpectations{QualifyingData: []byte("q"), Bank: tpm2.TPMAlgSHA256, PCRs: pcrs}
+	f.Fuzz(func(t *testing.T, quote, signature []byte) {
+		if VerifyQuote(ak, quote, signature, want) == nil {
+			t.Fatal("accepted a quote the AK never signed")
+		}
+	})
+}
