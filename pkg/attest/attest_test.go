@@ -63,16 +63,16 @@ func TestParseAK(t *testing.T) {
 		raw    func([]byte) []byte
 		want   string
 	}{
-		"not restricted":   {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.Restricted = false }, want: "restricted"},
-		"also decrypts":    {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.Decrypt = true }, want: "decrypt"},
-		"not fixedTPM":     {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.FixedTPM = false }, want: "fixedTPM"},
-		"not fixedParent":  {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.FixedParent = false }, want: "fixedParent"},
-		"imported key":     {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.SensitiveDataOrigin = false }, want: "sensitiveDataOrigin"},
-		"SHA-1 name":       {mutate: func(p *tpm2.TPMTPublic) { p.NameAlg = tpm2.TPMAlgSHA1 }, want: "nameAlg"},
-		"trailing byte":    {raw: func(b []byte) []byte { return append(b, 0) }, want: "trailing"},
-		"oversized":        {raw: func(b []byte) []byte { return append(b, make([]byte, MaxPublicAreaSize)...) }, want: "exceeds"},
-		"truncated":        {raw: func(b []byte) []byte { return b[:len(b)-3] }, want: "parsing"},
-		"point off curve":  {mutate: func(p *tpm2.TPMTPublic) { pt, _ := p.Unique.ECC(); pt.Y.Buffer[31] ^= 1 }, want: "point"},
+		"not restricted":  {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.Restricted = false }, want: "restricted"},
+		"also decrypts":   {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.Decrypt = true }, want: "decrypt"},
+		"not fixedTPM":    {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.FixedTPM = false }, want: "fixedTPM"},
+		"not fixedParent": {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.FixedParent = false }, want: "fixedParent"},
+		"imported key":    {mutate: func(p *tpm2.TPMTPublic) { p.ObjectAttributes.SensitiveDataOrigin = false }, want: "sensitiveDataOrigin"},
+		"SHA-1 name":      {mutate: func(p *tpm2.TPMTPublic) { p.NameAlg = tpm2.TPMAlgSHA1 }, want: "nameAlg"},
+		"trailing byte":   {raw: func(b []byte) []byte { return append(b, 0) }, want: "trailing"},
+		"oversized":       {raw: func(b []byte) []byte { return append(b, make([]byte, MaxPublicAreaSize)...) }, want: "exceeds"},
+		"truncated":       {raw: func(b []byte) []byte { return b[:len(b)-3] }, want: "parsing"},
+		"point off curve": {mutate: func(p *tpm2.TPMTPublic) { pt, _ := p.Unique.ECC(); pt.Y.Buffer[31] ^= 1 }, want: "point"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pub := akTemplate(key)
