@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"sort"
 
 	"github.com/google/go-tpm/tpm2"
 )
@@ -71,7 +70,7 @@ func VerifyQuote(ak *AK, quote, signature []byte, want QuoteExpectations) error 
 		return err
 	}
 	if !bytes.Equal(tpm2.Marshal(&info.PCRSelect), tpm2.Marshal(&selection)) {
-		return fmt.Errorf("quote's PCR selection is not exactly the policy's %v", sortedIndexes(want.PCRs))
+		return fmt.Errorf("quote's PCR selection is not exactly the policy's %v", SortedPCRIndexes(want.PCRs))
 	}
 	if !bytes.Equal(info.PCRDigest.Buffer, PCRDigest(want.PCRs)) {
 		return errors.New("quoted PCR values differ from the expected ones")
@@ -122,17 +121,8 @@ func Selection(bank tpm2.TPMIAlgHash, pcrs map[int][]byte) (tpm2.TPMLPCRSelectio
 // concatenated in ascending PCR order (the AK's nameAlg is SHA-256).
 func PCRDigest(pcrs map[int][]byte) []byte {
 	h := sha256.New()
-	for _, i := range sortedIndexes(pcrs) {
+	for _, i := range SortedPCRIndexes(pcrs) {
 		h.Write(pcrs[i])
 	}
 	return h.Sum(nil)
-}
-
-func sortedIndexes(pcrs map[int][]byte) []int {
-	out := make([]int, 0, len(pcrs))
-	for i := range pcrs {
-		out = append(out, i)
-	}
-	sort.Ints(out)
-	return out
 }
