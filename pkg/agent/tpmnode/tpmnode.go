@@ -1,0 +1,192 @@
+// Package tpmnode is rekey-agent's side of TPM attestation: it reads the
+// EK certificate and public area, makes the attestation key, recovers a
+// challenge's secret with ActivateCredential and quotes PCRs, through
+// go-tpm's tpm2 commands on /dev/tpmrm0 or swtpm's raw command port.
+package tpmnode
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+)
+
+// EKCertificateIndexRSA is the NV index of the RSA-2048 EK certificate.
+const EKCertificateIndexRSA tpm2.TPMHandle = 0x01c00002
+
+// Device is an open TPM.
+type Device struct {
+	tpm transport.TPMCloser
+}
+
+// Open opens a TPM: a device path (/dev/tpmrm0, a resource-managed TPM)
+// or tcp://HOST:PORT (swtpm's raw TPM command port, for tests).
+func Open(addr string) (*Device, error) {
+	if hostPort, ok := strings.CutPrefix(addr, "tcp://"); ok {
+		conn, err := net.DialTimeout("tcp", hostPort, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the TPM at %s: %w", addr, err)
+		}
+		return &Device{tpm: transport.FromReadWriteCloser(conn)}, nil
+	}
+	t, err := linuxtpm.Open(addr)
+	if err != nil {
+		return nil, fmt.Errorf("opening the TPM %s: %w", addr, err)
+	}
+	return &Device{tpm: t}, nil
+}
+
+// Close closes the connection.
+func (d *Device) Close() error { return d.tpm.Close() }
+
+// EKCertificate reads the RSA EK certificate from its NV index (DER,
+// possibly padded).
+func (d *Device) EKCertificate() ([]byte, error) {
+	pub, err := tpm2.NVReadPublic{NVIndex: EKCertificateIndexRSA}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("reading the EK certificate's NV index: %w", err)
+	}
+	nv, err := pub.NVPublic.Contents()
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	const chunk = 768 // under every TPM's NV buffer maximum (1024 on swtpm)
+	for off := uint16(0); off < nv.DataSize; {
+		n := min(chunk, nv.DataSize-off)
+		rsp, err := tpm2.NVRead{
+			AuthHandle: tpm2.AuthHandle{Handle: EKCertificateIndexRSA, Name: pub.NVName, Auth: tpm2.PasswordAuth(nil)},
+			NVIndex:    tpm2.NamedHandle{Handle: EKCertificateIndexRSA, Name: pub.NVName},
+			Size:       n, Offset: off,
+		}.Execute(d.tpm)
+		if err != nil {
+			return nil, fmt.Errorf("reading the EK certificate: %w", err)
+		}
+		out = append(out, rsp.Data.Buffer...)
+		off += n
+	}
+	return out, nil
+}
+
+// Key is a loaded TPM object.
+type Key struct {
+	Handle tpm2.TPMHandle
+	Name   tpm2.TPM2BName
+	// Public is the marshalled TPMT_PUBLIC.
+	Public []byte
+}
+
+// EK loads the standard RSA EK (the TPM derives the same key every time,
+// the one its certificate names). Flush it when done.
+func (d *Device) EK() (*Key, error) {
+	rsp, err := tpm2.CreatePrimary{
+		PrimaryHandle: tpm2.TPMRHEndorsement,
+		InPublic:      tpm2.New2B(tpm2.RSAEKTemplate),
+	}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("loading the EK: %w", err)
+	}
+	return &Key{Handle: rsp.ObjectHandle, Name: rsp.Name, Public: rsp.OutPublic.Bytes()}, nil
+}
+
+// akTemplate is a restricted, sign-only ECC P-256 key with ECDSA-SHA256,
+// made inside the TPM (fixedTPM, fixedParent, sensitiveDataOrigin).
+var akTemplate = tpm2.TPMTPublic{
+	Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256,
+	ObjectAttributes: tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true, Restricted: true, SignEncrypt: true},
+	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+		Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+		Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA,
+			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})},
+		CurveID: tpm2.TPMECCNistP256,
+		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+	}),
+}
+
+// CreateAK makes a new attestation key under the storage root key and
+// loads it. Flush it when done.
+func (d *Device) CreateAK() (*Key, error) {
+	srk, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("loading the storage root key: %w", err)
+	}
+	defer d.Flush(srk.ObjectHandle)
+	parent := tpm2.NamedHandle{Handle: srk.ObjectHandle, Name: srk.Name}
+	created, err := tpm2.Create{ParentHandle: parent, InPublic: tpm2.New2B(akTemplate)}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("creating the AK: %w", err)
+	}
+	loaded, err := tpm2.Load{ParentHandle: parent, InPrivate: created.OutPrivate, InPublic: created.OutPublic}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AK: %w", err)
+	}
+	return &Key{Handle: loaded.ObjectHandle, Name: loaded.Name, Public: created.OutPublic.Bytes()}, nil
+}
+
+// Flush unloads an object (swtpm has three transient slots).
+func (d *Device) Flush(h tpm2.TPMHandle) {
+	_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(d.tpm)
+}
+
+// ActivateCredential recovers a challenge's secret: the TPM releases it
+// only if it holds ek and the AK the challenge was made for.
+func (d *Device) ActivateCredential(ak, ek *Key, credentialBlob, encryptedSecret []byte) ([]byte, error) {
+	rsp, err := tpm2.ActivateCredential{
+		ActivateHandle: tpm2.NamedHandle{Handle: ak.Handle, Name: ak.Name},
+		KeyHandle: tpm2.AuthHandle{Handle: ek.Handle, Name: ek.Name,
+			// The EK's policy: PolicySecret on the endorsement hierarchy.
+			Auth: tpm2.Policy(tpm2.TPMAlgSHA256, 16, func(t transport.TPM, session tpm2.TPMISHPolicy, nonce tpm2.TPM2BNonce) error {
+				_, err := tpm2.PolicySecret{AuthHandle: tpm2.TPMRHEndorsement, PolicySession: session, NonceTPM: nonce}.Execute(t)
+				return err
+			})},
+		CredentialBlob: tpm2.TPM2BIDObject{Buffer: credentialBlob},
+		Secret:         tpm2.TPM2BEncryptedSecret{Buffer: encryptedSecret},
+	}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("activating the credential: %w", err)
+	}
+	return rsp.CertInfo.Buffer, nil
+}
+
+// Quote quotes the SHA-256 bank's PCRs with the AK over qualifyingData,
+// and reads their values.
+func (d *Device) Quote(ak *Key, qualifyingData []byte, pcrs []int) (quote, signature []byte, values map[int][]byte, err error) {
+	if len(pcrs) == 0 {
+		return nil, nil, nil, errors.New("no PCRs to quote")
+	}
+	idx := make([]uint, len(pcrs))
+	for i, p := range pcrs {
+		idx[i] = uint(p)
+	}
+	sel := tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(idx...)}}}
+	rsp, err := tpm2.Quote{
+		SignHandle:     tpm2.AuthHandle{Handle: ak.Handle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
+		QualifyingData: tpm2.TPM2BData{Buffer: qualifyingData},
+		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+		PCRSelect:      sel,
+	}.Execute(d.tpm)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("quoting: %w", err)
+	}
+	values = map[int][]byte{}
+	// PCRRead returns at most 8 values per call.
+	for start := 0; start < len(pcrs); start += 8 {
+		batch := idx[start:min(start+8, len(idx))]
+		read, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(batch...)}}}}.Execute(d.tpm)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("reading PCRs: %w", err)
+		}
+		if len(read.PCRValues.Digests) != len(batch) {
+			return nil, nil, nil, fmt.Errorf("read %d PCR values for %d PCRs", len(read.PCRValues.Digests), len(batch))
+		}
+		for i, p := range batch {
+			values[int(p)] = read.PCRValues.Digests[i].Buffer
+		}
+	}
+	return rsp.Quoted.Bytes(), tpm2.Marshal(&rsp.Signature), values, nil
+}

@@ -1,0 +1,65 @@
+package framework
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// SWTPMLocalCA is where swtpm_setup's local CA keeps the certificates
+// that sign every swtpm's EK certificate on this host.
+const SWTPMLocalCA = "/var/lib/swtpm-localca"
+
+// StartSWTPM manufactures a TPM 2.0 with EK certificates (signed by the
+// host's swtpm local CA) in a temporary directory, serves its raw command
+// port on loopback, and returns its address as tcp://127.0.0.1:PORT. The
+// emulator stops when the test ends.
+func StartSWTPM(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("swtpm_setup", "--tpm2", "--tpmstate", dir, "--create-ek-cert", "--create-platform-cert", "--lock-nvram").CombinedOutput(); err != nil {
+		t.Fatalf("swtpm_setup: %v\n%s", err, out)
+	}
+	ports, err := FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(dir, "swtpm", "swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
+		"--server", "type=tcp,bindaddr=127.0.0.1,port="+strconv.Itoa(ports[0]),
+		"--ctrl", "type=tcp,bindaddr=127.0.0.1,port="+strconv.Itoa(ports[1]),
+		"--flags", "not-need-init,startup-clear")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	if err := waitUntil(10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}); err != nil {
+		t.Fatalf("swtpm did not listen: %s", p.LogTail(2000))
+	}
+	return "tcp://" + addr
+}
+
+// SWTPMRoots returns the PEM of the swtpm local CA's root and intermediate.
+func SWTPMRoots(t testing.TB) (root, intermediate []byte) {
+	t.Helper()
+	var err error
+	if root, err = os.ReadFile(filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")); err != nil {
+		t.Fatal(fmt.Errorf("the swtpm local CA: %w", err))
+	}
+	if intermediate, err = os.ReadFile(filepath.Join(SWTPMLocalCA, "issuercert.pem")); err != nil {
+		t.Fatal(err)
+	}
+	return root, intermediate
+}

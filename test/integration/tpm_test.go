@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-tpm/tpm2"
+
+	"rekey.io/rekey/pkg/agent/tpmnode"
+	"rekey.io/rekey/pkg/attest"
+	"rekey.io/rekey/test/framework"
+)
+
+// TestTPMAttestationFlow runs both sides of the attestation against the
+// swtpm emulator: the node's EK certificate chains to the swtpm local CA
+// and names the EK the TPM derives, the AK passes the server's checks, the
+// TPM recovers the secret of a challenge made in pure Go, and its quote
+// over the policy's PCRs with qualifying data bound to the secret and a CSR
+// key verifies; the same quote is refused for another CSR key, and a
+// challenge made for another AK cannot be activated.
+func TestTPMAttestationFlow(t *testing.T) {
+	dev, err := tpmnode.Open(framework.StartSWTPM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dev.Close() }()
+
+	// The EK certificate and the EK.
+	certDER, err := dev.EKCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := attest.ParseEKCertificate(certDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootPEM, intermediatePEM := framework.SWTPMRoots(t)
+	roots, intermediates := x509.NewCertPool(), x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	intermediates.AppendCertsFromPEM(intermediatePEM)
+	if err := attest.VerifyEKCertificate(cert, roots, intermediates, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := attest.VerifyEKCertificate(cert, x509.NewCertPool(), nil, time.Now()); err == nil {
+		t.Fatal("an EK certificate verified against an empty root set")
+	}
+	ek, err := dev.EK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { dev.Flush(ek.Handle) }()
+	ekPub, ekKey, err := attest.ParseEKPublic(ek.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFP, _ := attest.Fingerprint(cert.PublicKey)
+	keyFP, _ := attest.Fingerprint(ekKey)
+	if certFP != keyFP {
+		t.Fatal("the EK certificate does not name the TPM's EK")
+	}
+
+	// The AK and the challenge.
+	ak, err := dev.CreateAK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Flush(ak.Handle)
+	checked, err := attest.ParseAK(ak.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(checked.Name, ak.Name.Buffer) {
+		t.Fatal("the server's AK name differs from the TPM's")
+	}
+	challenge, err := attest.MakeChallenge(ekPub, checked.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := dev.ActivateCredential(ak, ek, challenge.CredentialBlob, challenge.EncryptedSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !attest.SecretMatches(secret, attest.SecretHash(challenge.Secret)) {
+		t.Fatal("the TPM recovered another secret")
+	}
+
+	// A quote bound to the secret and the CSR key.
+	csrKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	spki, _ := x509.MarshalPKIXPublicKey(&csrKey.PublicKey)
+	pcrs := []int{0, 7}
+	quote, sig, values, err := dev.Quote(ak, attest.QualifyingData(secret, spki), pcrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := attest.QuoteExpectations{QualifyingData: attest.QualifyingData(challenge.Secret, spki), Bank: tpm2.TPMAlgSHA256, PCRs: values}
+	if err := attest.VerifyQuote(checked, quote, sig, want); err != nil {
+		t.Fatalf("the TPM's quote refused: %v", err)
+	}
+	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherSPKI, _ := x509.MarshalPKIXPublicKey(&otherKey.PublicKey)
+	copied := want
+	copied.QualifyingData = attest.QualifyingData(challenge.Secret, otherSPKI)
+	if err := attest.VerifyQuote(checked, quote, sig, copied); err == nil || !strings.Contains(err.Error(), "qualifying data") {
+		t.Fatalf("evidence copied to another CSR key: %v", err)
+	}
+	changed := want
+	changed.PCRs = map[int][]byte{0: values[0], 7: bytes.Repeat([]byte{1}, 32)}
+	if err := attest.VerifyQuote(checked, quote, sig, changed); err == nil {
+		t.Fatal("a quote verified against other PCR values")
+	}
+
+	// A challenge for another AK: the TPM refuses to release it. (swtpm
+	// holds three objects: the EK makes room for the other AK's parent.)
+	dev.Flush(ek.Handle)
+	other, err := dev.CreateAK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherName := append([]byte(nil), other.Name.Buffer...)
+	dev.Flush(other.Handle)
+	if ek, err = dev.EK(); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := attest.MakeChallenge(ekPub, otherName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.ActivateCredential(ak, ek, foreign.CredentialBlob, foreign.EncryptedSecret); err == nil || !errors.Is(err, tpm2.TPMRCIntegrity) {
+		t.Fatalf("a challenge made for another AK: %v", err)
+	}
+}
