@@ -2,11 +2,14 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,96 @@ func TestTPMAttestationFlow(t *testing.T) {
 	}
 	if _, err := dev.ActivateCredential(ak, ek, foreign.CredentialBlob, foreign.EncryptedSecret); err == nil || !errors.Is(err, tpm2.TPMRCIntegrity) {
 		t.Fatalf("a challenge made for another AK: %v", err)
+	}
+}
+
+// TestTPMAttestationThroughVerifier: the server's Verifier (policy with
+// the swtpm local CA as EK root, fixed to the TPM's current PCR 0 and 7)
+// challenges, and a CSR carrying the swtpm's evidence in its PEM blocks is
+// attested and binds the EK to the node; its replay is refused.
+func TestTPMAttestationThroughVerifier(t *testing.T) {
+	ctx := context.Background()
+	dev, err := tpmnode.Open(framework.StartSWTPM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dev.Close() }()
+	certDER, err := dev.EKCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := dev.EK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { dev.Flush(ek.Handle) }()
+	ak, err := dev.CreateAK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Flush(ak.Handle)
+	// The policy's fixed values: what this (fresh) TPM holds.
+	_, _, current, err := dev.Quote(ak, nil, []int{0, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootPEM, intermediatePEM := framework.SWTPMRoots(t)
+	roots, intermediates := x509.NewCertPool(), x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	intermediates.AppendCertsFromPEM(intermediatePEM)
+	store := attest.NewMemoryStore()
+	v := &attest.Verifier{Store: store, Now: time.Now, Policy: attest.Policy{
+		Name: "swtpm", Roots: roots, Intermediates: intermediates, PCRs: current,
+		ChallengeLifetime: 5 * time.Minute, MaxAttemptsPerHour: 10,
+	}}
+
+	challenge, fp, err := v.Challenge(ctx, attest.ChallengeRequest{Node: "tpm-node", EKCertificate: certDER, EKPublic: ek.Public, AKPublic: ak.Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := dev.ActivateCredential(ak, ek, challenge.CredentialBlob, challenge.EncryptedSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	spki, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	quote, sig, values, err := dev.Quote(ak, attest.QualifyingData(secret, spki), []int{0, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:tpm-node", Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &attest.EvidenceV1{Version: attest.EvidenceVersionV1, Secret: secret, Quote: quote, Signature: sig, PCRBank: "sha256", PCRs: map[string][]byte{}}
+	for i, val := range values {
+		ev.PCRs[strconv.Itoa(i)] = val
+	}
+	data, err := attest.EncodeRequest(csrDER, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := attest.ParseRequest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.VerifyRequest(ctx, "tpm-node", req)
+	if err != nil {
+		t.Fatalf("the swtpm's evidence refused: %v", err)
+	}
+	if got.EKFingerprint != fp || !got.FirstUse {
+		t.Fatalf("attested %+v", got)
+	}
+	if b, _ := store.BindingForEK(ctx, fp); b == nil || b.Node != "tpm-node" {
+		t.Fatalf("EK not bound: %+v", b)
+	}
+	if _, err := v.VerifyRequest(ctx, "tpm-node", req); err == nil || !strings.Contains(err.Error(), "NoChallenge") {
+		t.Fatalf("replayed request: %v", err)
+	}
+	// Another node presenting this TPM's EK is refused at the challenge.
+	if _, _, err := v.Challenge(ctx, attest.ChallengeRequest{Node: "impostor", EKCertificate: certDER, EKPublic: ek.Public, AKPublic: ak.Public}); err == nil || !strings.Contains(err.Error(), "EKBoundToAnotherNode") {
+		t.Fatalf("the EK for another node: %v", err)
 	}
 }
