@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,5 +230,58 @@ func TestTPMAttestationThroughVerifier(t *testing.T) {
 	// Another node presenting this TPM's EK is refused at the challenge.
 	if _, _, err := v.Challenge(ctx, attest.ChallengeRequest{Node: "impostor", EKCertificate: certDER, EKPublic: ek.Public, AKPublic: ak.Public}); err == nil || !strings.Contains(err.Error(), "EKBoundToAnotherNode") {
 		t.Fatalf("the EK for another node: %v", err)
+	}
+}
+
+// TestTPMAKIsKept: the agent's AK survives a restart (same name, so the
+// server's record of it still holds), a lost public file makes a new one,
+// and a corrupted blob is an error naming the files.
+func TestTPMAKIsKept(t *testing.T) {
+	dev, err := tpmnode.Open(framework.StartSWTPM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dev.Close() }()
+	dir := t.TempDir()
+	first, err := dev.LoadOrCreateAK(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Flush(first.Handle)
+	for _, f := range []string{tpmnode.AKPublicFile, tpmnode.AKPrivateFile} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, st, err)
+		}
+	}
+	again, err := dev.LoadOrCreateAK(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Flush(again.Handle)
+	if !bytes.Equal(first.Name.Buffer, again.Name.Buffer) {
+		t.Fatal("the kept AK was not reused")
+	}
+	if _, err := attest.ParseAK(again.Public); err != nil {
+		t.Fatalf("the reloaded AK: %v", err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, tpmnode.AKPublicFile)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := dev.LoadOrCreateAK(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Flush(fresh.Handle)
+	if bytes.Equal(fresh.Name.Buffer, first.Name.Buffer) {
+		t.Fatal("no new AK after the public file was lost")
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, tpmnode.AKPrivateFile), []byte{0, 4, 1, 2, 3, 4}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.LoadOrCreateAK(dir); err == nil || !strings.Contains(err.Error(), tpmnode.AKPrivateFile) {
+		t.Fatalf("a corrupted AK blob: %v", err)
 	}
 }

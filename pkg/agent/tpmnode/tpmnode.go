@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+
+	"rekey.io/rekey/pkg/pki"
 )
 
 // EKCertificateIndexRSA is the NV index of the RSA-2048 EK certificate.
@@ -111,21 +115,100 @@ var akTemplate = tpm2.TPMTPublic{
 // CreateAK makes a new attestation key under the storage root key and
 // loads it. Flush it when done.
 func (d *Device) CreateAK() (*Key, error) {
+	key, _, err := d.createAK()
+	return key, err
+}
+
+// createAK also returns the AK's private blob (sealed by the TPM to its
+// storage root key, useless elsewhere), for LoadOrCreateAK to keep.
+func (d *Device) createAK() (*Key, []byte, error) {
+	srk, err := d.srk()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Flush(srk.Handle)
+	parent := tpm2.NamedHandle{Handle: srk.Handle, Name: srk.Name}
+	created, err := tpm2.Create{ParentHandle: parent, InPublic: tpm2.New2B(akTemplate)}.Execute(d.tpm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the AK: %w", err)
+	}
+	key, err := d.loadAK(parent, tpm2.Marshal(created.OutPrivate), created.OutPublic.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, tpm2.Marshal(created.OutPrivate), nil
+}
+
+// srk loads the storage root key (the TPM derives the same one each time).
+func (d *Device) srk() (*Key, error) {
 	srk, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(d.tpm)
 	if err != nil {
 		return nil, fmt.Errorf("loading the storage root key: %w", err)
 	}
-	defer d.Flush(srk.ObjectHandle)
-	parent := tpm2.NamedHandle{Handle: srk.ObjectHandle, Name: srk.Name}
-	created, err := tpm2.Create{ParentHandle: parent, InPublic: tpm2.New2B(akTemplate)}.Execute(d.tpm)
+	return &Key{Handle: srk.ObjectHandle, Name: srk.Name}, nil
+}
+
+func (d *Device) loadAK(parent tpm2.NamedHandle, private, public []byte) (*Key, error) {
+	priv, err := tpm2.Unmarshal[tpm2.TPM2BPrivate](private)
 	if err != nil {
-		return nil, fmt.Errorf("creating the AK: %w", err)
+		return nil, fmt.Errorf("AK private blob: %w", err)
 	}
-	loaded, err := tpm2.Load{ParentHandle: parent, InPrivate: created.OutPrivate, InPublic: created.OutPublic}.Execute(d.tpm)
+	loaded, err := tpm2.Load{ParentHandle: parent, InPrivate: *priv, InPublic: tpm2.BytesAs2B[tpm2.TPMTPublic](public)}.Execute(d.tpm)
 	if err != nil {
 		return nil, fmt.Errorf("loading the AK: %w", err)
 	}
-	return &Key{Handle: loaded.ObjectHandle, Name: loaded.Name, Public: created.OutPublic.Bytes()}, nil
+	return &Key{Handle: loaded.ObjectHandle, Name: loaded.Name, Public: public}, nil
+}
+
+// AK files in the agent's directory: the public area and the TPM-sealed
+// private blob.
+const (
+	AKPublicFile  = "tpm-ak.pub"
+	AKPrivateFile = "tpm-ak.priv"
+)
+
+// LoadOrCreateAK loads the AK kept in dir, or makes one and keeps it
+// there, so that a node keeps its AK (and the server's record of it)
+// across restarts. The files are written atomically, mode 0600.
+func (d *Device) LoadOrCreateAK(dir string) (*Key, error) {
+	pubPath, privPath := filepath.Join(dir, AKPublicFile), filepath.Join(dir, AKPrivateFile)
+	public, errPub := os.ReadFile(pubPath)
+	private, errPriv := os.ReadFile(privPath)
+	switch {
+	case errPub == nil && errPriv == nil:
+		srk, err := d.srk()
+		if err != nil {
+			return nil, err
+		}
+		defer d.Flush(srk.Handle)
+		key, err := d.loadAK(tpm2.NamedHandle{Handle: srk.Handle, Name: srk.Name}, private, public)
+		if err != nil {
+			return nil, fmt.Errorf("the AK in %s and %s: %w", pubPath, privPath, err)
+		}
+		return key, nil
+	}
+	// A missing file (none yet, or a crash between the two writes) means
+	// no usable AK: make one. Any other read error is reported.
+	for _, err := range []error{errPub, errPriv} {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("reading the AK files in %s: %w", dir, err)
+		}
+	}
+	key, private, err := d.createAK()
+	if err != nil {
+		return nil, err
+	}
+	// The private blob first: a public file alone is never taken for a
+	// whole AK.
+	if err := pki.WriteFileAtomic(privPath, private, 0o600); err != nil {
+		d.Flush(key.Handle)
+		return nil, err
+	}
+	if err := pki.WriteFileAtomic(pubPath, key.Public, 0o600); err != nil {
+		d.Flush(key.Handle)
+		return nil, err
+	}
+	return key, nil
 }
 
 // Flush unloads an object (swtpm has three transient slots).
