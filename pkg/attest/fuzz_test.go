@@ -51,3 +51,25 @@ func FuzzVerifyQuote(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseRequest: any spec.request gives a request or an error, never a
+// panic; an accepted one with evidence has a supported version and bank,
+// and its PCR map either validates or errors.
+func FuzzParseRequest(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseRequest(data)
+		if err != nil {
+			return
+		}
+		if r.CSR == nil {
+			t.Fatal("accepted without a CSR")
+		}
+		if r.Evidence != nil {
+			if r.Evidence.Version != EvidenceVersionV1 || r.Evidence.PCRBank != "sha256" || r.Provider != ProviderTPM {
+				t.Fatalf("accepted evidence %+v", r.Evidence)
+			}
+			_, _ = r.Evidence.PCRValues()
+		}
+	})
+}
