@@ -46,7 +46,7 @@ ln -s "$GOGO_DIR" "$PROTO_TREE/include/github.com/gogo/protobuf"
 	--proto-import "$PROTO_TREE/include" \
 	--proto-import "$GOGO_DIR/protobuf" \
 	--apimachinery-packages=-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1 \
-	--packages="$PKG/pkg/apis/certificates/v1alpha1,$PKG/pkg/apis/rotation/v1alpha1")
+	--packages="$PKG/pkg/apis/certificates/v1alpha1,$PKG/pkg/apis/rotation/v1alpha1,$PKG/pkg/apis/attestation/v1alpha1")
 
 kube::codegen::gen_openapi \
 	--output-dir "$OUT_ROOT/pkg/generated/openapi" \

@@ -19,6 +19,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"rekey.io/rekey/pkg/admission/rekeyinit"
+	"rekey.io/rekey/pkg/apis/attestation"
+	attestationinstall "rekey.io/rekey/pkg/apis/attestation/install"
+	attestationv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates"
 	certinstall "rekey.io/rekey/pkg/apis/certificates/install"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -27,6 +30,8 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
+	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
+	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
@@ -46,6 +51,7 @@ var (
 func init() {
 	certinstall.Install(Scheme)
 	rotationinstall.Install(Scheme)
+	attestationinstall.Install(Scheme)
 
 	// Options such as ListOptions and DeleteOptions are registered unversioned
 	// so that every group can use them.
@@ -216,7 +222,8 @@ func (s *Server) close() {
 	}
 }
 
-// installAPIGroups installs certificates.rekey.io and rotation.rekey.io.
+// installAPIGroups installs certificates.rekey.io, rotation.rekey.io and
+// attestation.rekey.io.
 // sync, when not nil, decides in the request path (package issuer).
 func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
@@ -254,6 +261,24 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)
+	}
+
+	attestationGroup := genericapiserver.NewDefaultAPIGroupInfo(attestation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	policies, err := policystorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return fmt.Errorf("creating attestationpolicies storage: %w", err)
+	}
+	nodeAttestations, nodeAttestationsStatus, err := nodeattstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return fmt.Errorf("creating nodeattestations storage: %w", err)
+	}
+	attestationGroup.VersionedResourcesStorageMap[attestationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"attestationpolicies":     policies,
+		"nodeattestations":        nodeAttestations,
+		"nodeattestations/status": nodeAttestationsStatus,
+	}
+	if err := generic.InstallAPIGroup(&attestationGroup); err != nil {
+		return fmt.Errorf("installing %s: %w", attestation.GroupName, err)
 	}
 	return nil
 }

@@ -102,17 +102,22 @@ func ParseEKPublic(publicArea []byte) (*tpm2.TPMTPublic, *rsa.PublicKey, error) 
 	if !bytes.Equal(tpm2.Marshal(pub), publicArea) {
 		return nil, nil, errors.New("EK public area has trailing or non-canonical bytes")
 	}
-	// Everything but the key itself must be the template's.
+	if pub.Type != tpm2.TPMAlgRSA {
+		return nil, nil, fmt.Errorf("EK public area is of type %v, not the standard RSA-2048 EK", pub.Type)
+	}
+	modulus, err := pub.Unique.RSA()
+	if err != nil {
+		return nil, nil, fmt.Errorf("EK public key: %w", err)
+	}
+	// Everything but the key itself must be the template's. (The union is
+	// rebuilt from the parsed modulus: marshalling a union whose contents
+	// do not match its selector panics in go-tpm.)
 	want := tpm2.RSAEKTemplate
-	want.Unique = pub.Unique
+	want.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, modulus)
 	if !bytes.Equal(tpm2.Marshal(pub), tpm2.Marshal(&want)) {
 		return nil, nil, errors.New("EK public area is not the standard RSA-2048 EK template")
 	}
 	rsaParms, err := pub.Parameters.RSADetail()
-	if err != nil {
-		return nil, nil, err
-	}
-	modulus, err := pub.Unique.RSA()
 	if err != nil {
 		return nil, nil, err
 	}

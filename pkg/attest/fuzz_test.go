@@ -73,3 +73,19 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEKPublic: any bytes give an EK or an error, never a panic (an
+// ECC area once made the RSA template comparison panic inside go-tpm).
+func FuzzParseEKPublic(f *testing.F) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ak := akTemplate(key)
+	f.Add(tpm2.Marshal(&ak))
+	ek := tpm2.RSAEKTemplate
+	ek.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: bytes.Repeat([]byte{0xc5}, 256)})
+	f.Add(tpm2.Marshal(&ek))
+	f.Fuzz(func(t *testing.T, area []byte) {
+		if pub, key, err := ParseEKPublic(area); err == nil && (pub == nil || key == nil || key.N.BitLen() == 0) {
+			t.Fatal("accepted without a key")
+		}
+	})
+}

@@ -45,7 +45,7 @@ const (
 )
 
 // APIServiceNames are rekey's APIServices.
-var APIServiceNames = []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io"}
+var APIServiceNames = []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io", "v1alpha1.attestation.rekey.io"}
 
 // Cluster is a real control plane on loopback: etcd, kube-apiserver with
 // RBAC, Node authorization and the aggregation layer, and rekey-apiserver

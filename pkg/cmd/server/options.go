@@ -26,6 +26,7 @@ import (
 
 	rekeyadmission "rekey.io/rekey/pkg/admission"
 	"rekey.io/rekey/pkg/admission/rekeyinit"
+	attestationv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
@@ -71,7 +72,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	o := &Options{
 		RecommendedOptions: genericoptions.NewRecommendedOptions(
 			defaultEtcdPathPrefix,
-			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion),
+			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion, attestationv1alpha1.SchemeGroupVersion),
 		),
 		Standalone:        NewStandaloneOptions(stdout),
 		EmbeddedEtcd:      NewEmbeddedEtcdOptions(),
@@ -82,7 +83,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
-	ro.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion}
+	ro.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion, attestationv1alpha1.SchemeGroupVersion}
 	// Objects are stored as protobuf, as kube-apiserver stores its own:
 	// decoding protobuf is several times cheaper than JSON, and every write
 	// decodes the stored object more than once. Data written as JSON (by
@@ -105,7 +106,7 @@ func storageCodec(mediaType string) (runtime.Codec, error) {
 			mediaType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, runtime.ContentTypeYAML)
 	}
 	return apiserver.Codecs.CodecForVersions(info.Serializer, apiserver.Codecs.UniversalDeserializer(),
-		schema.GroupVersions{certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion},
+		schema.GroupVersions{certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion, attestationv1alpha1.SchemeGroupVersion},
 		runtime.InternalGroupVersioner), nil
 }
 

@@ -25,7 +25,7 @@ type ServingCAOptions struct {
 func NewServingCAOptions() *ServingCAOptions {
 	return &ServingCAOptions{
 		Hosts:       []string{"rekey-apiserver.rekey-system.svc", "localhost", "127.0.0.1"},
-		APIServices: []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io"},
+		APIServices: []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotation.rekey.io", "v1alpha1.attestation.rekey.io"},
 	}
 }
 

@@ -22,9 +22,11 @@ import (
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
-	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	v1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
+	certificatesv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/certificates/v1alpha1"
+	attestationv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/attestation/v1alpha1"
+	applyconfigurationcertificatesv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/certificates/v1alpha1"
 	internal "rekey.io/rekey/pkg/generated/applyconfiguration/internal"
 	applyconfigurationrotationv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/rotation/v1alpha1"
 )
@@ -33,33 +35,53 @@ import (
 // apply configuration type exists for the given GroupVersionKind.
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
-	// Group=certificates.rekey.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityReference"):
-		return &certificatesv1alpha1.CertificateAuthorityReferenceApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequest"):
-		return &certificatesv1alpha1.CertificateSigningRequestApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestCondition"):
-		return &certificatesv1alpha1.CertificateSigningRequestConditionApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestSpec"):
-		return &certificatesv1alpha1.CertificateSigningRequestSpecApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestStatus"):
-		return &certificatesv1alpha1.CertificateSigningRequestStatusApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NodeServingApproval"):
-		return &certificatesv1alpha1.NodeServingApprovalApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("Signer"):
-		return &certificatesv1alpha1.SignerApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SignerApproval"):
-		return &certificatesv1alpha1.SignerApprovalApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SignerPolicy"):
-		return &certificatesv1alpha1.SignerPolicyApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SignerSpec"):
-		return &certificatesv1alpha1.SignerSpecApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SignerStatus"):
-		return &certificatesv1alpha1.SignerStatusApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SubjectAltNamePolicy"):
-		return &certificatesv1alpha1.SubjectAltNamePolicyApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("SubjectPolicy"):
-		return &certificatesv1alpha1.SubjectPolicyApplyConfiguration{}
+	// Group=attestation.rekey.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AttestationChallenge"):
+		return &attestationv1alpha1.AttestationChallengeApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AttestationPolicy"):
+		return &attestationv1alpha1.AttestationPolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AttestationPolicySpec"):
+		return &attestationv1alpha1.AttestationPolicySpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AttestedRecord"):
+		return &attestationv1alpha1.AttestedRecordApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeAttestation"):
+		return &attestationv1alpha1.NodeAttestationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeAttestationSpec"):
+		return &attestationv1alpha1.NodeAttestationSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeAttestationStatus"):
+		return &attestationv1alpha1.NodeAttestationStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PCRPolicy"):
+		return &attestationv1alpha1.PCRPolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PCRValue"):
+		return &attestationv1alpha1.PCRValueApplyConfiguration{}
+
+		// Group=certificates.rekey.io, Version=v1alpha1
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityReference"):
+		return &applyconfigurationcertificatesv1alpha1.CertificateAuthorityReferenceApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequest"):
+		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestCondition"):
+		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestConditionApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestSpec"):
+		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestSpecApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestStatus"):
+		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestStatusApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("NodeServingApproval"):
+		return &applyconfigurationcertificatesv1alpha1.NodeServingApprovalApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("Signer"):
+		return &applyconfigurationcertificatesv1alpha1.SignerApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SignerApproval"):
+		return &applyconfigurationcertificatesv1alpha1.SignerApprovalApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SignerPolicy"):
+		return &applyconfigurationcertificatesv1alpha1.SignerPolicyApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SignerSpec"):
+		return &applyconfigurationcertificatesv1alpha1.SignerSpecApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SignerStatus"):
+		return &applyconfigurationcertificatesv1alpha1.SignerStatusApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SubjectAltNamePolicy"):
+		return &applyconfigurationcertificatesv1alpha1.SubjectAltNamePolicyApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SubjectPolicy"):
+		return &applyconfigurationcertificatesv1alpha1.SubjectPolicyApplyConfiguration{}
 
 		// Group=rotation.rekey.io, Version=v1alpha1
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("CACertificate"):

@@ -28,94 +28,106 @@ import (
 	version "k8s.io/apimachinery/pkg/version"
 	common "k8s.io/kube-openapi/pkg/common"
 	spec "k8s.io/kube-openapi/pkg/validation/spec"
-	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	v1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
+	certificatesv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		resource.Quantity{}.OpenAPIModelName():                           schema_apimachinery_pkg_api_resource_Quantity(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                        schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                            schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                             schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                schema_k8sio_apimachinery_pkg_version_Info(ref),
-		v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateAuthorityReference(ref),
-		v1alpha1.CertificateSigningRequest{}.OpenAPIModelName():          schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref),
-		v1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName(): schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestCondition(ref),
-		v1alpha1.CertificateSigningRequestList{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref),
-		v1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestSpec(ref),
-		v1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName():    schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref),
-		v1alpha1.NodeServingApproval{}.OpenAPIModelName():                schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref),
-		v1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
-		v1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
-		v1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
-		v1alpha1.SignerPolicy{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref),
-		v1alpha1.SignerSpec{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref),
-		v1alpha1.SignerStatus{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerStatus(ref),
-		v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName():               schema_pkg_apis_certificates_v1alpha1_SubjectAltNamePolicy(ref),
-		v1alpha1.SubjectPolicy{}.OpenAPIModelName():                      schema_pkg_apis_certificates_v1alpha1_SubjectPolicy(ref),
-		rotationv1alpha1.CACertificate{}.OpenAPIModelName():              schema_pkg_apis_rotation_v1alpha1_CACertificate(ref),
-		rotationv1alpha1.CertificateAuthority{}.OpenAPIModelName():       schema_pkg_apis_rotation_v1alpha1_CertificateAuthority(ref),
-		rotationv1alpha1.CertificateAuthorityList{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref),
-		rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName():   schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref),
-		rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName(): schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref),
-		rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName():           schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref),
-		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
-		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
-		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
-		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
-		rotationv1alpha1.Publish{}.OpenAPIModelName():                    schema_pkg_apis_rotation_v1alpha1_Publish(ref),
-		rotationv1alpha1.Rotation{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
+		resource.Quantity{}.OpenAPIModelName():                                       schema_apimachinery_pkg_api_resource_Quantity(ref),
+		v1.APIGroup{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                                    schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                                        schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                                         schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                                            schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.AttestationChallenge{}.OpenAPIModelName():                           schema_pkg_apis_attestation_v1alpha1_AttestationChallenge(ref),
+		v1alpha1.AttestationPolicy{}.OpenAPIModelName():                              schema_pkg_apis_attestation_v1alpha1_AttestationPolicy(ref),
+		v1alpha1.AttestationPolicyList{}.OpenAPIModelName():                          schema_pkg_apis_attestation_v1alpha1_AttestationPolicyList(ref),
+		v1alpha1.AttestationPolicySpec{}.OpenAPIModelName():                          schema_pkg_apis_attestation_v1alpha1_AttestationPolicySpec(ref),
+		v1alpha1.AttestedRecord{}.OpenAPIModelName():                                 schema_pkg_apis_attestation_v1alpha1_AttestedRecord(ref),
+		v1alpha1.NodeAttestation{}.OpenAPIModelName():                                schema_pkg_apis_attestation_v1alpha1_NodeAttestation(ref),
+		v1alpha1.NodeAttestationList{}.OpenAPIModelName():                            schema_pkg_apis_attestation_v1alpha1_NodeAttestationList(ref),
+		v1alpha1.NodeAttestationSpec{}.OpenAPIModelName():                            schema_pkg_apis_attestation_v1alpha1_NodeAttestationSpec(ref),
+		v1alpha1.NodeAttestationStatus{}.OpenAPIModelName():                          schema_pkg_apis_attestation_v1alpha1_NodeAttestationStatus(ref),
+		v1alpha1.PCRPolicy{}.OpenAPIModelName():                                      schema_pkg_apis_attestation_v1alpha1_PCRPolicy(ref),
+		v1alpha1.PCRValue{}.OpenAPIModelName():                                       schema_pkg_apis_attestation_v1alpha1_PCRValue(ref),
+		certificatesv1alpha1.CertificateAuthorityReference{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateAuthorityReference(ref),
+		certificatesv1alpha1.CertificateSigningRequest{}.OpenAPIModelName():          schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref),
+		certificatesv1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName(): schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestCondition(ref),
+		certificatesv1alpha1.CertificateSigningRequestList{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref),
+		certificatesv1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestSpec(ref),
+		certificatesv1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName():    schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref),
+		certificatesv1alpha1.NodeServingApproval{}.OpenAPIModelName():                schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref),
+		certificatesv1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
+		certificatesv1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
+		certificatesv1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
+		certificatesv1alpha1.SignerPolicy{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref),
+		certificatesv1alpha1.SignerSpec{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref),
+		certificatesv1alpha1.SignerStatus{}.OpenAPIModelName():                       schema_pkg_apis_certificates_v1alpha1_SignerStatus(ref),
+		certificatesv1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName():               schema_pkg_apis_certificates_v1alpha1_SubjectAltNamePolicy(ref),
+		certificatesv1alpha1.SubjectPolicy{}.OpenAPIModelName():                      schema_pkg_apis_certificates_v1alpha1_SubjectPolicy(ref),
+		rotationv1alpha1.CACertificate{}.OpenAPIModelName():                          schema_pkg_apis_rotation_v1alpha1_CACertificate(ref),
+		rotationv1alpha1.CertificateAuthority{}.OpenAPIModelName():                   schema_pkg_apis_rotation_v1alpha1_CertificateAuthority(ref),
+		rotationv1alpha1.CertificateAuthorityList{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref),
+		rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref),
+		rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref),
+		rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName():                       schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref),
+		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():                           schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
+		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
+		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
+		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
+		rotationv1alpha1.Publish{}.OpenAPIModelName():                                schema_pkg_apis_rotation_v1alpha1_Publish(ref),
+		rotationv1alpha1.Rotation{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
 	}
 }
 
@@ -2793,6 +2805,589 @@ func schema_k8sio_apimachinery_pkg_version_Info(ref common.ReferenceCallback) co
 	}
 }
 
+func schema_pkg_apis_attestation_v1alpha1_AttestationChallenge(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AttestationChallenge is TPM2_MakeCredential's output for the node's EK and AK; only that TPM can recover the secret.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"credentialBlob": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "byte",
+						},
+					},
+					"encryptedSecret": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "byte",
+						},
+					},
+					"expirationTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"credentialBlob", "encryptedSecret", "expirationTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_AttestationPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AttestationPolicy says which TPMs may attest for which signers: the EKs it trusts (by certificate root or by key), the PCRs a quote must cover and their values, and the limits of a challenge.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.AttestationPolicySpec{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.AttestationPolicySpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_AttestationPolicyList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AttestationPolicyList is a list of AttestationPolicies.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.AttestationPolicy{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), v1alpha1.AttestationPolicy{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_AttestationPolicySpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AttestationPolicySpec declares a policy.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"ekRootCertificates": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ekRootCertificates is a PEM bundle of the CA certificates whose EK certificates are trusted (the TPM vendors' roots).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ekIntermediateCertificates": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ekIntermediateCertificates is a PEM bundle of intermediate CAs between those roots and EK certificates.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"allowedEKPublicKeyHashes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowedEKPublicKeyHashes are hex SHA-256 hashes of EK public keys (DER SubjectPublicKeyInfo) trusted without a certificate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"pcrPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pcrPolicy is the PCR selection a quote must cover exactly, and where its values come from.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.PCRPolicy{}.OpenAPIModelName()),
+						},
+					},
+					"signerNames": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "signerNames are the signers whose Attestation approval this policy gates.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"challengeLifetime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "challengeLifetime is how long a challenge may be answered (default 5m).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"maxAttemptsPerEKPerHour": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxAttemptsPerEKPerHour bounds the challenges one EK may ask for in an hour (default 10).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"pcrPolicy", "signerNames"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), v1alpha1.PCRPolicy{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_AttestedRecord(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AttestedRecord is what an attestation verified.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"policyName": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"pcrIndexes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"firstUse": {
+						SchemaProps: spec.SchemaProps{
+							Description: "firstUse is true when this attestation bound the EK to the node.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"request": {
+						SchemaProps: spec.SchemaProps{
+							Description: "request is the certificate signing request it approved.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"time", "policyName", "pcrIndexes", "firstUse", "request"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_NodeAttestation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAttestation is a node's TPM attestation, named after the node: the node posts its EK and AK in spec; rekey checks them, answers with a credential-activation challenge in status, and records there what it verified when a certificate request answers the challenge.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.NodeAttestationSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.NodeAttestationStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.NodeAttestationSpec{}.OpenAPIModelName(), v1alpha1.NodeAttestationStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_NodeAttestationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAttestationList is a list of NodeAttestations.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeAttestation{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), v1alpha1.NodeAttestation{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_NodeAttestationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAttestationSpec is what the node's agent reads from its TPM.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"policyName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "policyName is the AttestationPolicy to attest under.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ekCertificate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ekCertificate is the EK certificate (DER) from the TPM's NV storage; optional when the policy allows the EK by its key hash.",
+							Type:        []string{"string"},
+							Format:      "byte",
+						},
+					},
+					"ekPublic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ekPublic is the EK's public area (TPMT_PUBLIC).",
+							Type:        []string{"string"},
+							Format:      "byte",
+						},
+					},
+					"akPublic": {
+						SchemaProps: spec.SchemaProps{
+							Description: "akPublic is the attestation key's public area (TPMT_PUBLIC).",
+							Type:        []string{"string"},
+							Format:      "byte",
+						},
+					},
+				},
+				Required: []string{"policyName", "ekPublic", "akPublic"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_NodeAttestationStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAttestationStatus is written by rekey only.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase is Challenged, Attested or Refused.\n\nPossible enum values:\n - `\"Attested\"` : the last request answered it.\n - `\"Challenged\"` : a challenge waits for a certificate request.\n - `\"Refused\"` : the EK, the AK or the evidence was refused; the Ready condition says why.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Attested", "Challenged", "Refused"},
+						},
+					},
+					"challenge": {
+						SchemaProps: spec.SchemaProps{
+							Description: "challenge is the outstanding credential-activation challenge.",
+							Ref:         ref(v1alpha1.AttestationChallenge{}.OpenAPIModelName()),
+						},
+					},
+					"ekFingerprint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ekFingerprint is the hex SHA-256 of the EK's public key.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"boundNode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "boundNode is the node the EK is bound to (on its first success).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastAttested": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastAttested is what the last successful attestation verified.",
+							Ref:         ref(v1alpha1.AttestedRecord{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready (reason says why not).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1alpha1.AttestationChallenge{}.OpenAPIModelName(), v1alpha1.AttestedRecord{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_PCRPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PCRPolicy is the PCRs of a quote.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"bank": {
+						SchemaProps: spec.SchemaProps{
+							Description: "bank is the PCR bank: sha256 (the default and only one supported).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "mode is Fixed or TrustOnFirstUse (default).\n\nPossible enum values:\n - `\"Fixed\"` : the values in the policy.\n - `\"TrustOnFirstUse\"` : the values of the node's first successful attestation, recorded then and required from then on.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Fixed", "TrustOnFirstUse"},
+						},
+					},
+					"selection": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "selection is the exact set of PCR indexes (0-23) a quote must cover.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"values": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"index",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "values are the expected values in mode Fixed, one per selected index.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PCRValue{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"selection"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PCRValue{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_PCRValue(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PCRValue is an expected PCR value.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"index": {
+						SchemaProps: spec.SchemaProps{
+							Description: "index is the PCR index.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"value": {
+						SchemaProps: spec.SchemaProps{
+							Description: "value is the PCR value in hex (64 characters for sha256).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"index", "value"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_certificates_v1alpha1_CertificateAuthorityReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2846,14 +3441,14 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref common.
 						SchemaProps: spec.SchemaProps{
 							Description: "spec contains the certificate request, and is immutable after creation. Only the request, signerName, expirationSeconds, and usages fields can be set on creation. Other fields are derived by the server from the authenticated requester.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status contains information about whether the request is approved or denied, and the certificate issued by the signer, or the failure condition indicating signer failure.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2861,7 +3456,7 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequest(ref common.
 			},
 		},
 		Dependencies: []string{
-			v1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName(), v1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName()},
+			v1.ObjectMeta{}.OpenAPIModelName(), certificatesv1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName(), certificatesv1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -2957,7 +3552,7 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref com
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1alpha1.CertificateSigningRequest{}.OpenAPIModelName()),
+										Ref: ref(certificatesv1alpha1.CertificateSigningRequest{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -2968,7 +3563,7 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref com
 			},
 		},
 		Dependencies: []string{
-			v1.ListMeta{}.OpenAPIModelName(), v1alpha1.CertificateSigningRequest{}.OpenAPIModelName()},
+			v1.ListMeta{}.OpenAPIModelName(), certificatesv1alpha1.CertificateSigningRequest{}.OpenAPIModelName()},
 	}
 }
 
@@ -3110,7 +3705,7 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref c
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName()),
+										Ref: ref(certificatesv1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3132,7 +3727,7 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref c
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName()},
+			certificatesv1alpha1.CertificateSigningRequestCondition{}.OpenAPIModelName()},
 	}
 }
 
@@ -3218,14 +3813,14 @@ func schema_pkg_apis_certificates_v1alpha1_Signer(ref common.ReferenceCallback) 
 						SchemaProps: spec.SchemaProps{
 							Description: "spec declares the signer.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SignerSpec{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SignerSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status is the observed state of the signer.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SignerStatus{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SignerStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -3233,7 +3828,7 @@ func schema_pkg_apis_certificates_v1alpha1_Signer(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.SignerSpec{}.OpenAPIModelName(), v1alpha1.SignerStatus{}.OpenAPIModelName()},
+			v1.ObjectMeta{}.OpenAPIModelName(), certificatesv1alpha1.SignerSpec{}.OpenAPIModelName(), certificatesv1alpha1.SignerStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3255,14 +3850,14 @@ func schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref common.ReferenceCa
 					"nodeServing": {
 						SchemaProps: spec.SchemaProps{
 							Description: "nodeServing narrows NodeServing approval further; only with mode NodeServing.",
-							Ref:         ref(v1alpha1.NodeServingApproval{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.NodeServingApproval{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.NodeServingApproval{}.OpenAPIModelName()},
+			certificatesv1alpha1.NodeServingApproval{}.OpenAPIModelName()},
 	}
 }
 
@@ -3300,7 +3895,7 @@ func schema_pkg_apis_certificates_v1alpha1_SignerList(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1alpha1.Signer{}.OpenAPIModelName()),
+										Ref: ref(certificatesv1alpha1.Signer{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3311,7 +3906,7 @@ func schema_pkg_apis_certificates_v1alpha1_SignerList(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.ListMeta{}.OpenAPIModelName(), v1alpha1.Signer{}.OpenAPIModelName()},
+			v1.ListMeta{}.OpenAPIModelName(), certificatesv1alpha1.Signer{}.OpenAPIModelName()},
 	}
 }
 
@@ -3378,14 +3973,14 @@ func schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref common.ReferenceCall
 						SchemaProps: spec.SchemaProps{
 							Description: "subject restricts the subject of requests.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SubjectPolicy{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SubjectPolicy{}.OpenAPIModelName()),
 						},
 					},
 					"subjectAltNames": {
 						SchemaProps: spec.SchemaProps{
 							Description: "subjectAltNames restricts subject alternative names.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -3393,7 +3988,7 @@ func schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), v1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName(), v1alpha1.SubjectPolicy{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), certificatesv1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName(), certificatesv1alpha1.SubjectPolicy{}.OpenAPIModelName()},
 	}
 }
 
@@ -3416,21 +4011,21 @@ func schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref common.ReferenceCallba
 						SchemaProps: spec.SchemaProps{
 							Description: "certificateAuthorityRef names the rotation.rekey.io CertificateAuthority whose key signs this signer's certificates. Immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.CertificateAuthorityReference{}.OpenAPIModelName()),
 						},
 					},
 					"policy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "policy is what the signer will put into a certificate.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SignerPolicy{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SignerPolicy{}.OpenAPIModelName()),
 						},
 					},
 					"approval": {
 						SchemaProps: spec.SchemaProps{
 							Description: "approval says how this signer's requests are approved.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.SignerApproval{}.OpenAPIModelName()),
+							Ref:         ref(certificatesv1alpha1.SignerApproval{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -3438,7 +4033,7 @@ func schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CertificateAuthorityReference{}.OpenAPIModelName(), v1alpha1.SignerApproval{}.OpenAPIModelName(), v1alpha1.SignerPolicy{}.OpenAPIModelName()},
+			certificatesv1alpha1.CertificateAuthorityReference{}.OpenAPIModelName(), certificatesv1alpha1.SignerApproval{}.OpenAPIModelName(), certificatesv1alpha1.SignerPolicy{}.OpenAPIModelName()},
 	}
 }
 

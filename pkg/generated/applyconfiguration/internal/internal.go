@@ -39,6 +39,26 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: io.rekey.rekey.pkg.apis.attestation.v1alpha1.AttestationPolicy
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
+- name: io.rekey.rekey.pkg.apis.attestation.v1alpha1.NodeAttestation
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
 - name: io.rekey.rekey.pkg.apis.certificates.v1alpha1.CertificateSigningRequest
   scalar: untyped
   list:

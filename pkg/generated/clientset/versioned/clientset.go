@@ -25,12 +25,14 @@ import (
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
+	attestationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/attestation/v1alpha1"
 	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1"
 )
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
+	AttestationV1alpha1() attestationv1alpha1.AttestationV1alpha1Interface
 	CertificatesV1alpha1() certificatesv1alpha1.CertificatesV1alpha1Interface
 	RotationV1alpha1() rotationv1alpha1.RotationV1alpha1Interface
 }
@@ -38,8 +40,14 @@ type Interface interface {
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
+	attestationV1alpha1  *attestationv1alpha1.AttestationV1alpha1Client
 	certificatesV1alpha1 *certificatesv1alpha1.CertificatesV1alpha1Client
 	rotationV1alpha1     *rotationv1alpha1.RotationV1alpha1Client
+}
+
+// AttestationV1alpha1 retrieves the AttestationV1alpha1Client
+func (c *Clientset) AttestationV1alpha1() attestationv1alpha1.AttestationV1alpha1Interface {
+	return c.attestationV1alpha1
 }
 
 // CertificatesV1alpha1 retrieves the CertificatesV1alpha1Client
@@ -96,6 +104,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.attestationV1alpha1, err = attestationv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.certificatesV1alpha1, err = certificatesv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -125,6 +137,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.attestationV1alpha1 = attestationv1alpha1.New(c)
 	cs.certificatesV1alpha1 = certificatesv1alpha1.New(c)
 	cs.rotationV1alpha1 = rotationv1alpha1.New(c)
 

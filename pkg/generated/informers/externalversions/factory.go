@@ -30,6 +30,7 @@ import (
 	wait "k8s.io/apimachinery/pkg/util/wait"
 	cache "k8s.io/client-go/tools/cache"
 	versioned "rekey.io/rekey/pkg/generated/clientset/versioned"
+	attestation "rekey.io/rekey/pkg/generated/informers/externalversions/attestation"
 	certificates "rekey.io/rekey/pkg/generated/informers/externalversions/certificates"
 	internalinterfaces "rekey.io/rekey/pkg/generated/informers/externalversions/internalinterfaces"
 	rotation "rekey.io/rekey/pkg/generated/informers/externalversions/rotation"
@@ -326,8 +327,13 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Attestation() attestation.Interface
 	Certificates() certificates.Interface
 	Rotation() rotation.Interface
+}
+
+func (f *sharedInformerFactory) Attestation() attestation.Interface {
+	return attestation.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Certificates() certificates.Interface {

@@ -23,7 +23,8 @@ import (
 
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
-	v1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	v1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
+	certificatesv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
@@ -53,10 +54,16 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=certificates.rekey.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"):
+	// Group=attestation.rekey.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("attestationpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Attestation().V1alpha1().AttestationPolicies().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("nodeattestations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Attestation().V1alpha1().NodeAttestations().Informer()}, nil
+
+		// Group=certificates.rekey.io, Version=v1alpha1
+	case certificatesv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().CertificateSigningRequests().Informer()}, nil
-	case v1alpha1.SchemeGroupVersion.WithResource("signers"):
+	case certificatesv1alpha1.SchemeGroupVersion.WithResource("signers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().Signers().Informer()}, nil
 
 		// Group=rotation.rekey.io, Version=v1alpha1

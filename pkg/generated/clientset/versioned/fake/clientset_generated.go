@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/testing"
 	applyconfiguration "rekey.io/rekey/pkg/generated/applyconfiguration"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	attestationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/attestation/v1alpha1"
+	fakeattestationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/attestation/v1alpha1/fake"
 	certificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
 	fakecertificatesv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1/fake"
 	rotationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/rotation/v1alpha1"
@@ -137,6 +139,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// AttestationV1alpha1 retrieves the AttestationV1alpha1Client
+func (c *Clientset) AttestationV1alpha1() attestationv1alpha1.AttestationV1alpha1Interface {
+	return &fakeattestationv1alpha1.FakeAttestationV1alpha1{Fake: &c.Fake}
+}
 
 // CertificatesV1alpha1 retrieves the CertificatesV1alpha1Client
 func (c *Clientset) CertificatesV1alpha1() certificatesv1alpha1.CertificatesV1alpha1Interface {

@@ -1,0 +1,54 @@
+package nodeattestation
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+
+	"rekey.io/rekey/pkg/apis/attestation"
+	"rekey.io/rekey/pkg/registry"
+	"rekey.io/rekey/pkg/registry/printers"
+)
+
+// table prints what `kubectl get rnodeatt` shows.
+var table = printers.Table[*attestation.NodeAttestation]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Policy", Type: "string", Description: "The AttestationPolicy."},
+		{Name: "Phase", Type: "string", Description: "Challenged, Attested or Refused."},
+		{Name: "Bound", Type: "string", Description: "The node the EK is bound to."},
+		{Name: "EK", Type: "string", Priority: 1, Description: "SHA-256 of the EK public key."},
+		{Name: "Ready", Type: "string", Description: "Whether the last attestation succeeded."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+	},
+	Row: func(n *attestation.NodeAttestation) []interface{} {
+		none := func(s string) string {
+			if s == "" {
+				return "<none>"
+			}
+			return s
+		}
+		return []interface{}{n.Spec.PolicyName, none(string(n.Status.Phase)), none(n.Status.BoundNode), none(n.Status.EKFingerprint),
+			printers.ConditionStatus(n.Status.Conditions, "Ready"), printers.Age(n.CreationTimestamp)}
+	},
+}
+
+// NewStorage returns the main and /status storage.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*registry.REST, *registry.SubresourceREST, error) {
+	s := NewStrategy(scheme)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &attestation.NodeAttestation{} },
+		NewListFunc:               func() runtime.Object { return &attestation.NodeAttestationList{} },
+		DefaultQualifiedResource:  attestation.Resource("nodeattestations"),
+		SingularQualifiedResource: attestation.Resource("nodeattestation"),
+		CreateStrategy:            s,
+		UpdateStrategy:            s,
+		DeleteStrategy:            s,
+		ResetFieldsStrategy:       s,
+		TableConvertor:            table,
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
+		return nil, nil, err
+	}
+	return registry.NewREST(store, "rnodeatt"), registry.NewSubresourceREST(store, statusStrategy{s}), nil
+}
