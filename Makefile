@@ -96,6 +96,7 @@ fuzz:
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzVerifyQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseEKPublic$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseEKCertificate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/strictpem -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the hot paths, then the issuance load generator

@@ -89,3 +89,15 @@ func FuzzParseEKPublic(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEKCertificate: any bytes give a certificate or an error, never
+// a panic, and nothing over the size cap is parsed.
+func FuzzParseEKCertificate(f *testing.F) {
+	f.Add([]byte{0x30, 0x03, 0x02, 0x01, 0x01, 0x00, 0x00})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cert, err := ParseEKCertificate(data)
+		if err == nil && (cert == nil || len(data) > MaxEKCertificateSize) {
+			t.Fatal("accepted an oversized or empty certificate")
+		}
+	})
+}
