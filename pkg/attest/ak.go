@@ -11,6 +11,24 @@ import (
 // MaxPublicAreaSize caps an AK public area before it is parsed.
 const MaxPublicAreaSize = 1024
 
+// AKTemplate is the public area rekey-agent creates its AK from and the
+// only shape ParseAK accepts (with the TPM's point as its unique field): a
+// restricted, sign-only ECC P-256 key with ECDSA-SHA256, made inside the
+// TPM (fixedTPM, fixedParent, sensitiveDataOrigin).
+func AKTemplate() tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256,
+		ObjectAttributes: tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true, Restricted: true, SignEncrypt: true},
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+			Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA,
+				Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})},
+			CurveID: tpm2.TPMECCNistP256,
+			KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+		}),
+	}
+}
+
 // AK is a checked attestation key.
 type AK struct {
 	Public *ecdsa.PublicKey

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +50,18 @@ func StartSWTPM(t testing.TB) string {
 		t.Fatalf("swtpm did not listen: %s", p.LogTail(2000))
 	}
 	return "tcp://" + addr
+}
+
+// SWTPMCertPools returns the swtpm local CA's root and intermediate as
+// certificate pools, for verifying EK certificates.
+func SWTPMCertPools(t testing.TB) (roots, intermediates *x509.CertPool) {
+	t.Helper()
+	root, intermediate := SWTPMRoots(t)
+	roots, intermediates = x509.NewCertPool(), x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(root) || !intermediates.AppendCertsFromPEM(intermediate) {
+		t.Fatal("the swtpm local CA files hold no certificate")
+	}
+	return roots, intermediates
 }
 
 // SWTPMRoots returns the PEM of the swtpm local CA's root and intermediate.

@@ -46,10 +46,7 @@ func TestTPMAttestationFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rootPEM, intermediatePEM := framework.SWTPMRoots(t)
-	roots, intermediates := x509.NewCertPool(), x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	intermediates.AppendCertsFromPEM(intermediatePEM)
+	roots, intermediates := framework.SWTPMCertPools(t)
 	if err := attest.VerifyEKCertificate(cert, roots, intermediates, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +169,7 @@ func TestTPMAttestationThroughVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rootPEM, intermediatePEM := framework.SWTPMRoots(t)
-	roots, intermediates := x509.NewCertPool(), x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	intermediates.AppendCertsFromPEM(intermediatePEM)
+	roots, intermediates := framework.SWTPMCertPools(t)
 	store := attest.NewMemoryStore()
 	v := &attest.Verifier{Store: store, Now: time.Now, Policy: attest.Policy{
 		Name: "swtpm", Roots: roots, Intermediates: intermediates, PCRs: current,

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
 
+	"rekey.io/rekey/pkg/attest"
 	"rekey.io/rekey/pkg/pki"
 )
 
@@ -98,20 +99,6 @@ func (d *Device) EK() (*Key, error) {
 	return &Key{Handle: rsp.ObjectHandle, Name: rsp.Name, Public: rsp.OutPublic.Bytes()}, nil
 }
 
-// akTemplate is a restricted, sign-only ECC P-256 key with ECDSA-SHA256,
-// made inside the TPM (fixedTPM, fixedParent, sensitiveDataOrigin).
-var akTemplate = tpm2.TPMTPublic{
-	Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256,
-	ObjectAttributes: tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true, Restricted: true, SignEncrypt: true},
-	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
-		Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-		Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA,
-			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})},
-		CurveID: tpm2.TPMECCNistP256,
-		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
-	}),
-}
-
 // CreateAK makes a new attestation key under the storage root key and
 // loads it. Flush it when done.
 func (d *Device) CreateAK() (*Key, error) {
@@ -128,7 +115,7 @@ func (d *Device) createAK() (*Key, []byte, error) {
 	}
 	defer d.Flush(srk.Handle)
 	parent := tpm2.NamedHandle{Handle: srk.Handle, Name: srk.Name}
-	created, err := tpm2.Create{ParentHandle: parent, InPublic: tpm2.New2B(akTemplate)}.Execute(d.tpm)
+	created, err := tpm2.Create{ParentHandle: parent, InPublic: tpm2.New2B(attest.AKTemplate())}.Execute(d.tpm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the AK: %w", err)
 	}
