@@ -46,12 +46,9 @@ func ParseAK(publicArea []byte) (*AK, error) {
 	if len(publicArea) > MaxPublicAreaSize {
 		return nil, fmt.Errorf("AK public area of %d bytes exceeds %d", len(publicArea), MaxPublicAreaSize)
 	}
-	pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](publicArea)
+	pub, err := unmarshalExact[tpm2.TPMTPublic]("the AK public area", publicArea)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the AK public area: %w", err)
-	}
-	if got := tpm2.Marshal(pub); string(got) != string(publicArea) {
-		return nil, errors.New("AK public area has trailing or non-canonical bytes")
+		return nil, err
 	}
 	if pub.Type != tpm2.TPMAlgECC || pub.NameAlg != tpm2.TPMAlgSHA256 {
 		return nil, fmt.Errorf("AK must be ECC with nameAlg SHA-256 (type %v, nameAlg %v)", pub.Type, pub.NameAlg)

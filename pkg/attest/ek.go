@@ -95,12 +95,9 @@ func ParseEKPublic(publicArea []byte) (*tpm2.TPMTPublic, *rsa.PublicKey, error) 
 	if len(publicArea) > MaxPublicAreaSize {
 		return nil, nil, fmt.Errorf("EK public area of %d bytes exceeds %d", len(publicArea), MaxPublicAreaSize)
 	}
-	pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](publicArea)
+	pub, err := unmarshalExact[tpm2.TPMTPublic]("the EK public area", publicArea)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parsing the EK public area: %w", err)
-	}
-	if !bytes.Equal(tpm2.Marshal(pub), publicArea) {
-		return nil, nil, errors.New("EK public area has trailing or non-canonical bytes")
+		return nil, nil, err
 	}
 	if pub.Type != tpm2.TPMAlgRSA {
 		return nil, nil, fmt.Errorf("EK public area is of type %v, not the standard RSA-2048 EK", pub.Type)

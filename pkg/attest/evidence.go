@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"rekey.io/rekey/pkg/strictpem"
@@ -138,14 +137,4 @@ func EncodeRequest(csrDER []byte, ev *EvidenceV1) ([]byte, error) {
 	out := pemBlock(BlockCertificateRequest, csrDER)
 	out = append(out, pemBlock(BlockProvider, []byte(ProviderTPM))...)
 	return append(out, pemBlock(BlockData, data)...), nil
-}
-
-// SortedPCRIndexes lists the indexes of a PCR map in order.
-func SortedPCRIndexes(pcrs map[int][]byte) []int {
-	out := make([]int, 0, len(pcrs))
-	for i := range pcrs {
-		out = append(out, i)
-	}
-	sort.Ints(out)
-	return out
 }

@@ -7,7 +7,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 
 	"github.com/google/go-tpm/tpm2"
 )
@@ -45,15 +47,12 @@ func VerifyQuote(ak *AK, quote, signature []byte, want QuoteExpectations) error 
 	if err := verifySignature(ak, quote, signature); err != nil {
 		return err
 	}
-	attest, err := tpm2.Unmarshal[tpm2.TPMSAttest](quote)
+	attest, err := unmarshalExact[tpm2.TPMSAttest]("the quote", quote)
 	if err != nil {
-		return fmt.Errorf("parsing the quote: %w", err)
+		return err
 	}
 	if err := attest.Magic.Check(); err != nil {
 		return fmt.Errorf("quote was not made by a TPM: %w", err)
-	}
-	if !bytes.Equal(tpm2.Marshal(attest), quote) {
-		return errors.New("quote has trailing or non-canonical bytes")
 	}
 	if attest.Type != tpm2.TPMSTAttestQuote {
 		return fmt.Errorf("attestation of type %v is not a quote", attest.Type)
@@ -70,7 +69,7 @@ func VerifyQuote(ak *AK, quote, signature []byte, want QuoteExpectations) error 
 		return err
 	}
 	if !bytes.Equal(tpm2.Marshal(&info.PCRSelect), tpm2.Marshal(&selection)) {
-		return fmt.Errorf("quote's PCR selection is not exactly the policy's %v", SortedPCRIndexes(want.PCRs))
+		return fmt.Errorf("quote's PCR selection is not exactly the policy's %v", slices.Sorted(maps.Keys(want.PCRs)))
 	}
 	if !bytes.Equal(info.PCRDigest.Buffer, PCRDigest(want.PCRs)) {
 		return errors.New("quoted PCR values differ from the expected ones")
@@ -79,12 +78,9 @@ func VerifyQuote(ak *AK, quote, signature []byte, want QuoteExpectations) error 
 }
 
 func verifySignature(ak *AK, quote, signature []byte) error {
-	sig, err := tpm2.Unmarshal[tpm2.TPMTSignature](signature)
+	sig, err := unmarshalExact[tpm2.TPMTSignature]("the quote signature", signature)
 	if err != nil {
-		return fmt.Errorf("parsing the quote signature: %w", err)
-	}
-	if !bytes.Equal(tpm2.Marshal(sig), signature) {
-		return errors.New("quote signature has trailing or non-canonical bytes")
+		return err
 	}
 	if sig.SigAlg != tpm2.TPMAlgECDSA {
 		return fmt.Errorf("quote signature algorithm %v is not ECDSA", sig.SigAlg)
@@ -121,7 +117,7 @@ func Selection(bank tpm2.TPMIAlgHash, pcrs map[int][]byte) (tpm2.TPMLPCRSelectio
 // concatenated in ascending PCR order (the AK's nameAlg is SHA-256).
 func PCRDigest(pcrs map[int][]byte) []byte {
 	h := sha256.New()
-	for _, i := range SortedPCRIndexes(pcrs) {
+	for _, i := range slices.Sorted(maps.Keys(pcrs)) {
 		h.Write(pcrs[i])
 	}
 	return h.Sum(nil)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -242,7 +243,7 @@ func (v *Verifier) VerifyRequest(ctx context.Context, node string, req *Request)
 			return nil, err
 		}
 	}
-	return &Attested{Node: node, EKFingerprint: c.EKFingerprint, Policy: v.Policy.Name, PCRs: SortedPCRIndexes(expected), FirstUse: firstUse}, nil
+	return &Attested{Node: node, EKFingerprint: c.EKFingerprint, Policy: v.Policy.Name, PCRs: slices.Sorted(maps.Keys(expected)), FirstUse: firstUse}, nil
 }
 
 // expectedPCRs are the values the quote must show: the policy's fixed
@@ -254,18 +255,14 @@ func (v *Verifier) expectedPCRs(ctx context.Context, node string, reported map[i
 		return nil, false, err
 	}
 	if !v.Policy.TrustOnFirstUse {
-		for i, want := range v.Policy.PCRs {
-			if got, ok := reported[i]; ok && !bytes.Equal(got, want) {
-				return nil, false, refuse("PCRMismatch", "PCR %d is %x, the policy requires %x", i, got, want)
-			}
+		if err := samePCRs(reported, v.Policy.PCRs, "the policy requires"); err != nil {
+			return nil, false, err
 		}
 		return v.Policy.PCRs, b == nil, nil
 	}
 	if b != nil {
-		for i, want := range b.PCRs {
-			if got, ok := reported[i]; ok && !bytes.Equal(got, want) {
-				return nil, false, refuse("PCRMismatch", "PCR %d is %x, recorded at the node's first attestation as %x", i, got, want)
-			}
+		if err := samePCRs(reported, b.PCRs, "recorded at the node's first attestation as"); err != nil {
+			return nil, false, err
 		}
 		return b.PCRs, false, nil
 	}
@@ -278,6 +275,18 @@ func (v *Verifier) expectedPCRs(ctx context.Context, node string, reported map[i
 		first[i] = val
 	}
 	return first, true, nil
+}
+
+// samePCRs refuses a reported PCR value other than the expected one, with
+// a message naming where the expectation comes from (a reported value that
+// is missing is left to the quote's digest).
+func samePCRs(reported, expected map[int][]byte, source string) error {
+	for i, want := range expected {
+		if got, ok := reported[i]; ok && !bytes.Equal(got, want) {
+			return refuse("PCRMismatch", "PCR %d is %x, %s %x", i, got, source, want)
+		}
+	}
+	return nil
 }
 
 // checkClientSubject: a node client certificate names the node and its

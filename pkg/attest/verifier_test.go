@@ -14,6 +14,7 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -81,7 +82,7 @@ func (f *fixture) request(cn string, secret []byte, values map[int][]byte, mutat
 	q, sig := quote(f.t, f.akKey, QualifyingData(secret, spki), values, nil)
 	reported := map[string][]byte{}
 	for i, v := range values {
-		reported[big.NewInt(int64(i)).String()] = v
+		reported[strconv.Itoa(i)] = v
 	}
 	return &Request{CSR: csr, Evidence: &EvidenceV1{Version: EvidenceVersionV1, Secret: secret, Quote: q, Signature: sig, PCRBank: "sha256", PCRs: reported}}
 }
