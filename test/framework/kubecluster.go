@@ -73,7 +73,7 @@ func StartKubeCluster(dir string, o KubeClusterOptions) (*KubeCluster, error) {
 func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string, ...any)) error {
 	p := func(name string) string { return filepath.Join(k.Dir, "pki", name) }
 	kubePort := k.KubeAPIURL[strings.LastIndex(k.KubeAPIURL, ":")+1:]
-	k.dnat = []string{"-t", "nat", "PREROUTING", "-d", KubernetesServiceIP + "/32", "-p", "tcp", "--dport", "443",
+	k.dnat = []string{"-d", KubernetesServiceIP + "/32", "-p", "tcp", "--dport", "443",
 		"-j", "DNAT", "--to-destination", k.HostIP + ":" + kubePort, "-m", "comment", "--comment", "rekey-install-e2e"}
 	if out, err := iptables("-I", k.dnat...); err != nil {
 		k.dnat = nil
@@ -179,11 +179,10 @@ func (k *KubeCluster) PodLogs(prefix string) string {
 	return b.String()
 }
 
-// iptables runs "iptables <op> <chain> <rule...>" with rule[0:2] being
-// "-t table"; rule is the table, chain and match.
+// iptables adds (-I) or deletes (-D) a rule of the nat table's PREROUTING
+// chain, where traffic from pods on the node's bridge arrives.
 func iptables(op string, rule ...string) ([]byte, error) {
-	args := append([]string{rule[0], rule[1], op}, rule[2:]...)
-	return exec.Command("iptables", args...).CombinedOutput()
+	return exec.Command("iptables", append([]string{"-t", "nat", op, "PREROUTING"}, rule...)...).CombinedOutput()
 }
 
 // HostIP is the host's address on its default route: what pods on the

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"rekey.io/rekey/pkg/agent/tpmnode"
 )
 
 // SWTPMLocalCA is where swtpm_setup's local CA keeps the certificates
@@ -50,6 +52,18 @@ func StartSWTPM(t testing.TB) string {
 		t.Fatalf("swtpm did not listen: %s", p.LogTail(2000))
 	}
 	return "tcp://" + addr
+}
+
+// OpenSWTPM starts an emulated TPM (StartSWTPM) and opens it as
+// rekey-agent does; both end with the test.
+func OpenSWTPM(t testing.TB) *tpmnode.Device {
+	t.Helper()
+	dev, err := tpmnode.Open(StartSWTPM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	return dev
 }
 
 // SWTPMCertPools returns the swtpm local CA's root and intermediate as

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"rekey.io/rekey/pkg/agent/tpmnode"
 	attv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	"rekey.io/rekey/test/framework"
 )
@@ -74,11 +73,7 @@ spec:
 	}
 
 	// The node's areas, from a real TPM.
-	dev, err := tpmnode.Open(framework.StartSWTPM(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = dev.Close() }()
+	dev := framework.OpenSWTPM(t)
 	certDER, err := dev.EKCertificate()
 	if err != nil {
 		t.Fatal(err)

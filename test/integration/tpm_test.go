@@ -31,11 +31,7 @@ import (
 // key verifies; the same quote is refused for another CSR key, and a
 // challenge made for another AK cannot be activated.
 func TestTPMAttestationFlow(t *testing.T) {
-	dev, err := tpmnode.Open(framework.StartSWTPM(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = dev.Close() }()
+	dev := framework.OpenSWTPM(t)
 
 	// The EK certificate and the EK.
 	certDER, err := dev.EKCertificate()
@@ -145,11 +141,7 @@ func TestTPMAttestationFlow(t *testing.T) {
 // attested and binds the EK to the node; its replay is refused.
 func TestTPMAttestationThroughVerifier(t *testing.T) {
 	ctx := context.Background()
-	dev, err := tpmnode.Open(framework.StartSWTPM(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = dev.Close() }()
+	dev := framework.OpenSWTPM(t)
 	certDER, err := dev.EKCertificate()
 	if err != nil {
 		t.Fatal(err)
@@ -231,11 +223,7 @@ func TestTPMAttestationThroughVerifier(t *testing.T) {
 // server's record of it still holds), a lost public file makes a new one,
 // and a corrupted blob is an error naming the files.
 func TestTPMAKIsKept(t *testing.T) {
-	dev, err := tpmnode.Open(framework.StartSWTPM(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = dev.Close() }()
+	dev := framework.OpenSWTPM(t)
 	dir := t.TempDir()
 	first, err := dev.LoadOrCreateAK(dir)
 	if err != nil {
