@@ -30,6 +30,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/manager"
+	"rekey.io/rekey/pkg/nodeattest"
 	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
 	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
@@ -186,13 +187,15 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	nodeAttest := c.newNodeAttestation(s, replica)
 	var inWrites csrstorage.Issuer
 	if sync, err := c.newSynchronousIssuer(ctx, s, keyStores, replica); err != nil {
 		return nil, err
 	} else if sync != nil {
+		sync.Attestor = nodeAttest
 		inWrites = sync
 	}
-	if err := c.installAPIGroups(generic, inWrites); err != nil {
+	if err := c.installAPIGroups(generic, inWrites, nodeAttest); err != nil {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
@@ -225,7 +228,9 @@ func (s *Server) close() {
 // installAPIGroups installs certificates.rekey.io, rotation.rekey.io and
 // attestation.rekey.io.
 // sync, when not nil, decides in the request path (package issuer).
-func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer) error {
+// nodeAttest answers challenges and attests requests (package nodeattest);
+// its NodeAttestation storage is set here too.
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttest *nodeattest.Service) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
@@ -268,14 +273,16 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	if err != nil {
 		return fmt.Errorf("creating attestationpolicies storage: %w", err)
 	}
-	nodeAttestations, nodeAttestationsStatus, err := nodeattstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	nodeAttestations, err := nodeattstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, nodeAttest, c.ExtraConfig.Clock)
 	if err != nil {
 		return fmt.Errorf("creating nodeattestations storage: %w", err)
 	}
+	nodeAttest.Nodes = nodeAttestations.StatusWriter
 	attestationGroup.VersionedResourcesStorageMap[attestationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"attestationpolicies":     policies,
-		"nodeattestations":        nodeAttestations,
-		"nodeattestations/status": nodeAttestationsStatus,
+		"attestationpolicies":        policies,
+		"nodeattestations":           nodeAttestations.NodeAttestation,
+		"nodeattestations/status":    nodeAttestations.Status,
+		"nodeattestations/challenge": nodeAttestations.Challenge,
 	}
 	if err := generic.InstallAPIGroup(&attestationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", attestation.GroupName, err)

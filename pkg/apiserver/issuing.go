@@ -11,11 +11,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"rekey.io/rekey/pkg/attest/etcdstore"
+
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/nodeattest"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
@@ -61,6 +64,21 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		}
 	}
 	return sync, nil
+}
+
+// newNodeAttestation builds, on every replica, the server side of TPM
+// attestation: the challenge subresource and the Attestation approval mode
+// read AttestationPolicies from the replica's cache and keep challenges,
+// attempts and EK bindings under the private prefix.
+func (c completedConfig) newNodeAttestation(s *Server, factory informers.SharedInformerFactory) *nodeattest.Service {
+	policies := factory.Attestation().V1alpha1().AttestationPolicies()
+	return &nodeattest.Service{
+		Policies:           policies.Lister(),
+		Synced:             policies.Informer().HasSynced,
+		Store:              etcdstore.New(s.etcd, c.ExtraConfig.Etcd.PrivatePrefix),
+		Clock:              c.ExtraConfig.Clock,
+		InsecureTestSigner: c.ExtraConfig.Controllers.InsecureTestSigner,
+	}
 }
 
 // newReplicaInformers is the one cache of rekey's own objects that every

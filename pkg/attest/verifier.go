@@ -34,6 +34,8 @@ type Policy struct {
 // StoredChallenge is what the server keeps of an outstanding challenge,
 // never readable through the API: the secret only hashed.
 type StoredChallenge struct {
+	// Policy is the name of the policy the challenge was made under.
+	Policy        string
 	SecretHash    []byte
 	AKPublic      []byte
 	EKFingerprint string
@@ -130,7 +132,7 @@ func (v *Verifier) Challenge(ctx context.Context, r ChallengeRequest) (*Challeng
 		return nil, fp, err
 	}
 	if err := v.Store.PutChallenge(ctx, r.Node, StoredChallenge{
-		SecretHash: SecretHash(c.Secret), AKPublic: r.AKPublic, EKFingerprint: fp, Expires: now.Add(v.Policy.ChallengeLifetime),
+		Policy: v.Policy.Name, SecretHash: SecretHash(c.Secret), AKPublic: r.AKPublic, EKFingerprint: fp, Expires: now.Add(v.Policy.ChallengeLifetime),
 	}); err != nil {
 		return nil, fp, err
 	}
@@ -186,12 +188,24 @@ type Attested struct {
 	FirstUse                    bool
 }
 
+// RequestKind says which node certificate a request is for, and so which
+// names its subject may carry.
+type RequestKind int
+
+const (
+	// ClientRequest: CN system:node:<node>, O system:nodes, no other names.
+	ClientRequest RequestKind = iota
+	// ServingRequest: the same subject, with DNS names and IP addresses
+	// (which the signer's policy then restricts).
+	ServingRequest
+)
+
 // VerifyRequest checks a node's CSR and its evidence against the node's
 // outstanding challenge (consumed, whatever the outcome) and binds the EK
 // to the node on first success.
-func (v *Verifier) VerifyRequest(ctx context.Context, node string, req *Request) (*Attested, error) {
+func (v *Verifier) VerifyRequest(ctx context.Context, node string, kind RequestKind, req *Request) (*Attested, error) {
 	now := v.Now()
-	if err := checkClientSubject(node, req.CSR); err != nil {
+	if err := checkSubject(node, kind, req.CSR); err != nil {
 		return nil, err
 	}
 	if req.Evidence == nil {
@@ -203,6 +217,9 @@ func (v *Verifier) VerifyRequest(ctx context.Context, node string, req *Request)
 	}
 	if c == nil {
 		return nil, refuse("NoChallenge", "node %s has no outstanding challenge (used already, or never made)", node)
+	}
+	if c.Policy != v.Policy.Name {
+		return nil, refuse("PolicyChanged", "the challenge was made under policy %q, not %q", c.Policy, v.Policy.Name)
 	}
 	if !now.Before(c.Expires) {
 		return nil, refuse("ChallengeExpired", "the challenge expired at %s", c.Expires.UTC().Format(time.RFC3339))
@@ -289,14 +306,20 @@ func samePCRs(reported, expected map[int][]byte, source string) error {
 	return nil
 }
 
-// checkClientSubject: a node client certificate names the node and its
-// group, and nothing else.
-func checkClientSubject(node string, csr *x509.CertificateRequest) error {
+// checkSubject: a node certificate names the node and its group; a client
+// certificate nothing else, a serving one DNS names and IP addresses only.
+func checkSubject(node string, kind RequestKind, csr *x509.CertificateRequest) error {
 	if csr.Subject.CommonName != "system:node:"+node {
 		return refuse("WrongSubject", "common name %q is not system:node:%s", csr.Subject.CommonName, node)
 	}
 	if !slices.Equal(csr.Subject.Organization, []string{"system:nodes"}) {
 		return refuse("WrongSubject", "organization %v is not [system:nodes]", csr.Subject.Organization)
+	}
+	if kind == ServingRequest {
+		if len(csr.EmailAddresses)+len(csr.URIs) > 0 || len(csr.DNSNames)+len(csr.IPAddresses) == 0 {
+			return refuse("WrongSubject", "a node serving certificate names DNS names or IP addresses, and nothing else")
+		}
+		return nil
 	}
 	if len(csr.DNSNames)+len(csr.IPAddresses)+len(csr.EmailAddresses)+len(csr.URIs) > 0 {
 		return refuse("WrongSubject", "a node client certificate has no subject alternative names")

@@ -104,7 +104,7 @@ func TestVerifyRequestFixedPolicy(t *testing.T) {
 
 	secret := f.challenge("n1")
 	req := f.request("system:node:n1", secret, f.pcrs, nil)
-	got, err := f.v.VerifyRequest(ctx, "n1", req)
+	got, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestVerifyRequestFixedPolicy(t *testing.T) {
 		t.Fatalf("EK not bound to n1: %+v", b)
 	}
 	// The same evidence again: the challenge is spent.
-	if r := reason(func() error { _, err := f.v.VerifyRequest(ctx, "n1", req); return err }()); r != "NoChallenge" {
+	if r := reason(func() error { _, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, req); return err }()); r != "NoChallenge" {
 		t.Fatalf("replayed evidence: %s", r)
 	}
 
@@ -142,6 +142,8 @@ func TestVerifyRequestFixedPolicy(t *testing.T) {
 		"a SAN": {req: func(secret []byte) *Request {
 			return f.request("system:node:n1", secret, f.pcrs, func(c *x509.CertificateRequest) { c.IPAddresses = []net.IP{net.ParseIP("10.0.0.1")} })
 		}, want: "WrongSubject"},
+		"policy changed since the challenge": {req: func(secret []byte) *Request { return f.request("system:node:n1", secret, f.pcrs, nil) },
+			before: func() { f.v.Policy.Name = "other" }, want: "PolicyChanged"},
 		"no evidence": {req: func(secret []byte) *Request {
 			r := f.request("system:node:n1", secret, f.pcrs, nil)
 			r.Evidence = nil
@@ -150,12 +152,13 @@ func TestVerifyRequestFixedPolicy(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f.now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+			f.v.Policy.Name = "p"
 			f.store.attempts = map[string][]time.Time{}
 			secret := f.challenge("n1")
 			if tc.before != nil {
 				tc.before()
 			}
-			_, err := f.v.VerifyRequest(ctx, "n1", tc.req(secret))
+			_, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, tc.req(secret))
 			if r := reason(err); r != tc.want {
 				t.Fatalf("refusal %q (%v), want %q", r, err, tc.want)
 			}
@@ -167,19 +170,19 @@ func TestVerifyRequestTrustOnFirstUse(t *testing.T) {
 	f := newFixture(t, true)
 	ctx := context.Background()
 	first := map[int][]byte{0: pcrVal(3), 7: pcrVal(4)}
-	if _, err := f.v.VerifyRequest(ctx, "n1", f.request("system:node:n1", f.challenge("n1"), first, nil)); err != nil {
+	if _, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, f.request("system:node:n1", f.challenge("n1"), first, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := f.store.BindingForNode(ctx, "n1"); b == nil || !bytes.Equal(b.PCRs[7], pcrVal(4)) {
 		t.Fatalf("first values not recorded: %+v", b)
 	}
 	// The same values later: accepted, not a first use.
-	got, err := f.v.VerifyRequest(ctx, "n1", f.request("system:node:n1", f.challenge("n1"), first, nil))
+	got, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, f.request("system:node:n1", f.challenge("n1"), first, nil))
 	if err != nil || got.FirstUse {
 		t.Fatalf("second attestation: %+v %v", got, err)
 	}
 	// A changed value: refused.
-	_, err = f.v.VerifyRequest(ctx, "n1", f.request("system:node:n1", f.challenge("n1"), map[int][]byte{0: pcrVal(3), 7: pcrVal(5)}, nil))
+	_, err = f.v.VerifyRequest(ctx, "n1", ClientRequest, f.request("system:node:n1", f.challenge("n1"), map[int][]byte{0: pcrVal(3), 7: pcrVal(5)}, nil))
 	if r := reason(err); r != "PCRMismatch" {
 		t.Fatalf("changed PCR after first use: %s", r)
 	}
@@ -258,5 +261,28 @@ func TestChallengeEKCertificate(t *testing.T) {
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	if _, _, err := f.v.Challenge(ctx, ChallengeRequest{Node: "n1", EKCertificate: ekCert(&other.PublicKey), EKPublic: f.ekArea, AKPublic: f.akArea}); reason(err) != "EKMismatch" {
 		t.Fatalf("certificate of another key: %v", err)
+	}
+}
+
+func TestVerifyServingRequest(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	f.v.Policy.MaxAttemptsPerHour = 0
+	withNames := func(c *x509.CertificateRequest) {
+		c.DNSNames = []string{"n1.example.com"}
+		c.IPAddresses = []net.IP{net.ParseIP("10.0.0.1")}
+	}
+	if _, err := f.v.VerifyRequest(ctx, "n1", ServingRequest, f.request("system:node:n1", f.challenge("n1"), f.pcrs, withNames)); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*x509.CertificateRequest){
+		"no names":   nil,
+		"an e-mail":  func(c *x509.CertificateRequest) { withNames(c); c.EmailAddresses = []string{"a@example.com"} },
+		"other name": func(c *x509.CertificateRequest) { withNames(c); c.Subject.CommonName = "system:node:n2" },
+	} {
+		_, err := f.v.VerifyRequest(ctx, "n1", ServingRequest, f.request("system:node:n1", f.challenge("n1"), f.pcrs, mutate))
+		if r := reason(err); r != "WrongSubject" {
+			t.Errorf("%s: refusal %q (%v)", name, r, err)
+		}
 	}
 }

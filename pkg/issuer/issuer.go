@@ -57,6 +57,16 @@ type Outcome struct {
 	// Failure is the rule the request broke; it becomes the Failed
 	// condition.
 	Failure *Decision
+	// Attestation is what the Attestation approval mode verified, or why
+	// it refused; it becomes the Attested condition.
+	Attestation *Attestation
+}
+
+// Attestation is the outcome of verifying a request's TPM evidence.
+type Attestation struct {
+	// Passed: the evidence answered the node's challenge under its policy.
+	Passed bool
+	Decision
 }
 
 // Signing signs requests for the signers Signer objects declare, with their

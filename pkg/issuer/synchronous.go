@@ -34,6 +34,17 @@ type Synchronous struct {
 	// Cluster reads Nodes and Services for NodeServing approval; nil
 	// without a host cluster.
 	Cluster ClusterView
+	// Attestor verifies TPM evidence for signers in Attestation mode; nil
+	// leaves their requests pending.
+	Attestor Attestor
+}
+
+// Attestor decides a request for a signer in Attestation approval mode
+// from the TPM evidence in its spec.request (package nodeattest). A
+// refusal is an Attestation that did not pass; an error means nothing
+// was decided.
+type Attestor interface {
+	Attest(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) (*Attestation, error)
 }
 
 // served returns the Signer object serving the request's signer name, or
@@ -94,6 +105,9 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 	if err != nil {
 		return Outcome{}, err
 	}
+	if signer.Spec.Approval.Mode == certv1alpha1.ApprovalAttestation {
+		return s.attestAtCreate(ctx, signer, versioned)
+	}
 	approval, err := AutoApprove(ctx, s.Authorizer, s.Cluster, signer, versioned)
 	if err != nil {
 		// A refusal is the approver controller's to report (an event);
@@ -110,6 +124,33 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 		out = Outcome{}
 	}
 	out.Approval = approval
+	return out, nil
+}
+
+// attestAtCreate: the only moment a request in Attestation mode is
+// decided, since its evidence answers a single-use challenge. A request
+// whose evidence passes is approved and signed in its create; one that
+// does not is stored pending with an Attested=False condition saying why,
+// and nothing approves it later.
+func (s *Synchronous) attestAtCreate(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) (Outcome, error) {
+	if s.Attestor == nil {
+		return Outcome{}, nil
+	}
+	att, err := s.Attestor.Attest(ctx, signer, csr)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Stored pending: attestation not decided", "csr", csr.Name, "err", err)
+		return Outcome{}, nil
+	}
+	if !att.Passed {
+		return Outcome{Attestation: att}, nil
+	}
+	out, err := s.Signing.Sign(ctx, signer, csr, s.Signing.Clock.Now(), PathCreate)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
+		out = Outcome{}
+	}
+	out.Attestation = att
+	out.Approval = &Decision{Reason: ReasonAutoApproved, Message: "Auto approving after TPM attestation (see the Attested condition)."}
 	return out, nil
 }
 

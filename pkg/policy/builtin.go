@@ -59,8 +59,14 @@ var (
 // creates on first start. Their CAs keep keys in the Etcd key store.
 // rekey.io/kubelet-serving approves against the Node (NodeServing) when
 // there is a host cluster to read Nodes from, and waits for a person
-// otherwise.
-func BuiltIns(hostCluster bool) []BuiltIn {
+// otherwise. rekey.io/insecure-test (development only: it approves every
+// node client request without verifying anything) is among them only when
+// insecureTest is set.
+// InsecureTestSignerName is the development signer that approves without
+// verifying (seed 004's null attestor).
+const InsecureTestSignerName = "rekey.io/insecure-test"
+
+func BuiltIns(hostCluster, insecureTest bool) []BuiltIn {
 	servingMode := certv1alpha1.ApprovalManual
 	if hostCluster {
 		servingMode = certv1alpha1.ApprovalNodeServing
@@ -75,6 +81,13 @@ func BuiltIns(hostCluster bool) []BuiltIn {
 		{"rekey.io/kubelet-serving", KubeletServingPolicy, servingMode},
 		{"rekey.io/kube-apiserver-client-kubelet-tpm", KubeletClientPolicy, certv1alpha1.ApprovalAttestation},
 		{"rekey.io/kubelet-serving-tpm", KubeletServingPolicy, certv1alpha1.ApprovalAttestation},
+	}
+	if insecureTest {
+		specs = append(specs, struct {
+			name   string
+			policy certv1alpha1.SignerPolicy
+			mode   certv1alpha1.ApprovalMode
+		}{InsecureTestSignerName, KubeletClientPolicy, certv1alpha1.ApprovalAttestation})
 	}
 	out := make([]BuiltIn, 0, len(specs))
 	for _, s := range specs {

@@ -258,7 +258,7 @@ func TestCertSignUsageIsRefused(t *testing.T) {
 
 func TestBuiltInsAreValid(t *testing.T) {
 	names := map[string]bool{}
-	for _, b := range BuiltIns(false) {
+	for _, b := range BuiltIns(false, false) {
 		if names[b.Signer.Spec.SignerName] {
 			t.Errorf("duplicate %s", b.Signer.Spec.SignerName)
 		}
@@ -270,12 +270,16 @@ func TestBuiltInsAreValid(t *testing.T) {
 	if len(names) != 5 {
 		t.Fatalf("%d built-in signers, want 5", len(names))
 	}
+	withTest := BuiltIns(false, true)
+	if len(withTest) != 6 || withTest[5].Signer.Spec.SignerName != InsecureTestSignerName || withTest[5].Signer.Spec.Approval.Mode != certv1alpha1.ApprovalAttestation {
+		t.Fatalf("with the insecure test signer enabled: %d signers, last %s", len(withTest), withTest[len(withTest)-1].Signer.Spec.SignerName)
+	}
 }
 
 // kubelet-serving approves against the Node only where Nodes can be read.
 func TestKubeletServingApprovalDependsOnTheHostCluster(t *testing.T) {
 	mode := func(hostCluster bool) certv1alpha1.ApprovalMode {
-		for _, b := range BuiltIns(hostCluster) {
+		for _, b := range BuiltIns(hostCluster, false) {
 			if b.Signer.Spec.SignerName == "rekey.io/kubelet-serving" {
 				return b.Signer.Spec.Approval.Mode
 			}

@@ -200,7 +200,7 @@ func TestTPMAttestationThroughVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := v.VerifyRequest(ctx, "tpm-node", req)
+	got, err := v.VerifyRequest(ctx, "tpm-node", attest.ClientRequest, req)
 	if err != nil {
 		t.Fatalf("the swtpm's evidence refused: %v", err)
 	}
@@ -210,7 +210,7 @@ func TestTPMAttestationThroughVerifier(t *testing.T) {
 	if b, _ := store.BindingForEK(ctx, fp); b == nil || b.Node != "tpm-node" {
 		t.Fatalf("EK not bound: %+v", b)
 	}
-	if _, err := v.VerifyRequest(ctx, "tpm-node", req); err == nil || !strings.Contains(err.Error(), "NoChallenge") {
+	if _, err := v.VerifyRequest(ctx, "tpm-node", attest.ClientRequest, req); err == nil || !strings.Contains(err.Error(), "NoChallenge") {
 		t.Fatalf("replayed request: %v", err)
 	}
 	// Another node presenting this TPM's EK is refused at the challenge.

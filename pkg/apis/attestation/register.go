@@ -27,6 +27,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &AttestationPolicy{}, &AttestationPolicyList{}, &NodeAttestation{}, &NodeAttestationList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &AttestationPolicy{}, &AttestationPolicyList{}, &NodeAttestation{}, &NodeAttestationList{}, &ChallengeRequest{})
 	return nil
 }

@@ -142,6 +142,16 @@ type AttestationChallenge struct {
 	CredentialBlob  []byte
 	EncryptedSecret []byte
 	ExpirationTime  metav1.Time
+	// PCRSelection is the exact set of sha256 PCRs the node must quote.
+	PCRSelection []int32
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ChallengeRequest asks for a fresh challenge for a NodeAttestation's spec.
+type ChallengeRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
 }
 
 // AttestedRecord is what an attestation verified.

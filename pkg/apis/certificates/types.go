@@ -53,6 +53,11 @@ const (
 	CertificateApproved RequestConditionType = "Approved"
 	CertificateDenied   RequestConditionType = "Denied"
 	CertificateFailed   RequestConditionType = "Failed"
+	// CertificateAttested records, at create, what a signer in Attestation
+	// mode verified of the request's TPM evidence (True), or why it was
+	// refused (False). Only the server adds it; no update may add, change
+	// or remove it.
+	CertificateAttested RequestConditionType = "Attested"
 )
 
 // CertificateSigningRequestCondition describes one condition of a request.

@@ -28,6 +28,8 @@ type ControllerOptions struct {
 	// SynchronousIssuance signs in the approval write, and approves and
 	// signs at create for signers that approve without a person.
 	SynchronousIssuance bool
+	// InsecureTestSigner serves rekey.io/insecure-test.
+	InsecureTestSigner bool
 }
 
 // NewControllerOptions returns the defaults.
@@ -50,6 +52,7 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a dead leader holds the lease before another replica takes over.")
 	fs.IntVar(&o.SignerWorkers, "signer-workers", o.SignerWorkers, "Concurrent signing workers.")
 	fs.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
+	fs.BoolVar(&o.InsecureTestSigner, "enable-insecure-test-signer", false, "DEVELOPMENT ONLY: create and serve the rekey.io/insecure-test signer, which approves every node client request at create without verifying anything (no TPM, no review). Never enable it on a cluster whose node credentials matter.")
 	fs.BoolVar(&o.SynchronousIssuance, "synchronous-issuance", o.SynchronousIssuance, "Sign in the write that approves a request, and approve and sign at create for signers in NodeClient mode, on every replica. When false, or when this replica cannot reach a CA's key, the signer and approver controllers do it in writes of their own.")
 }
 
@@ -80,6 +83,7 @@ func (o *ControllerOptions) ApplyTo(c *apiserver.ExtraConfig) {
 	c.Controllers.SignerWorkers = o.SignerWorkers
 	c.Controllers.CleanerInterval = o.CleanerInterval
 	c.SynchronousIssuance = o.SynchronousIssuance
+	c.Controllers.InsecureTestSigner = o.InsecureTestSigner
 }
 
 // replicaIdentity names this replica in the leader election.

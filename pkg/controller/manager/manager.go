@@ -62,6 +62,8 @@ type Options struct {
 
 	SignerWorkers   int
 	CleanerInterval time.Duration
+	// InsecureTestSigner creates the rekey.io/insecure-test built-in.
+	InsecureTestSigner bool
 }
 
 // Manager runs the controllers and reports whether it can.
@@ -137,7 +139,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the controllers' client: %w", err)
 	}
-	if err := EnsureBuiltIns(ctx, client, m.opts.KubeConfig != nil); err != nil {
+	if err := EnsureBuiltIns(ctx, client, m.opts.KubeConfig != nil, m.opts.InsecureTestSigner); err != nil {
 		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
 	opts := m.opts
@@ -237,8 +239,8 @@ func TrimForCache(obj any) (any, error) {
 // yet. Existing ones are left as they are: an operator may have tuned them.
 // hostCluster says Nodes can be read, so that kubelet serving requests can
 // be approved against them (NodeServing).
-func EnsureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster bool) error {
-	for _, b := range policy.BuiltIns(hostCluster) {
+func EnsureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster, insecureTest bool) error {
+	for _, b := range policy.BuiltIns(hostCluster, insecureTest) {
 		ca := b.CA
 		if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &ca, metav1.CreateOptions{FieldManager: "rekey-bootstrap"}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CertificateAuthority %s: %w", ca.Name, err)

@@ -95,6 +95,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.AttestationPolicyList{}.OpenAPIModelName():                          schema_pkg_apis_attestation_v1alpha1_AttestationPolicyList(ref),
 		v1alpha1.AttestationPolicySpec{}.OpenAPIModelName():                          schema_pkg_apis_attestation_v1alpha1_AttestationPolicySpec(ref),
 		v1alpha1.AttestedRecord{}.OpenAPIModelName():                                 schema_pkg_apis_attestation_v1alpha1_AttestedRecord(ref),
+		v1alpha1.ChallengeRequest{}.OpenAPIModelName():                               schema_pkg_apis_attestation_v1alpha1_ChallengeRequest(ref),
 		v1alpha1.NodeAttestation{}.OpenAPIModelName():                                schema_pkg_apis_attestation_v1alpha1_NodeAttestation(ref),
 		v1alpha1.NodeAttestationList{}.OpenAPIModelName():                            schema_pkg_apis_attestation_v1alpha1_NodeAttestationList(ref),
 		v1alpha1.NodeAttestationSpec{}.OpenAPIModelName():                            schema_pkg_apis_attestation_v1alpha1_NodeAttestationSpec(ref),
@@ -2829,8 +2830,27 @@ func schema_pkg_apis_attestation_v1alpha1_AttestationChallenge(ref common.Refere
 							Ref: ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"pcrSelection": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "pcrSelection is the exact set of sha256 PCRs the node must quote.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
 				},
-				Required: []string{"credentialBlob", "encryptedSecret", "expirationTime"},
+				Required: []string{"credentialBlob", "encryptedSecret", "expirationTime", "pcrSelection"},
 			},
 		},
 		Dependencies: []string{
@@ -3075,6 +3095,41 @@ func schema_pkg_apis_attestation_v1alpha1_AttestedRecord(ref common.ReferenceCal
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_attestation_v1alpha1_ChallengeRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ChallengeRequest is posted to a NodeAttestation's challenge subresource to have rekey check the EK and AK in its spec and answer with a fresh credential-activation challenge (status.challenge), replacing any outstanding one. Each counts against the policy's attempts per EK per hour. The answer is the NodeAttestation as it then stands.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 

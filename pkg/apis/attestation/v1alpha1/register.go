@@ -30,7 +30,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &AttestationPolicy{}, &AttestationPolicyList{}, &NodeAttestation{}, &NodeAttestationList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &AttestationPolicy{}, &AttestationPolicyList{}, &NodeAttestation{}, &NodeAttestationList{}, &ChallengeRequest{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -99,6 +99,7 @@ type AttestationPolicyList struct {
 
 // +genclient
 // +genclient:nonNamespaced
+// +genclient:method=Challenge,verb=create,subresource=challenge,input=ChallengeRequest,result=NodeAttestation
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // NodeAttestation is a node's TPM attestation, named after the node: the
@@ -174,6 +175,22 @@ type AttestationChallenge struct {
 	CredentialBlob  []byte      `json:"credentialBlob" protobuf:"bytes,1,opt,name=credentialBlob"`
 	EncryptedSecret []byte      `json:"encryptedSecret" protobuf:"bytes,2,opt,name=encryptedSecret"`
 	ExpirationTime  metav1.Time `json:"expirationTime" protobuf:"bytes,3,opt,name=expirationTime"`
+	// pcrSelection is the exact set of sha256 PCRs the node must quote.
+	// +listType=set
+	PCRSelection []int32 `json:"pcrSelection" protobuf:"varint,4,rep,name=pcrSelection"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ChallengeRequest is posted to a NodeAttestation's challenge subresource
+// to have rekey check the EK and AK in its spec and answer with a fresh
+// credential-activation challenge (status.challenge), replacing any
+// outstanding one. Each counts against the policy's attempts per EK per
+// hour. The answer is the NodeAttestation as it then stands.
+type ChallengeRequest struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 }
 
 // AttestedRecord is what an attestation verified.

@@ -47,6 +47,11 @@ func (in AttestedRecord) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ChallengeRequest) OpenAPIModelName() string {
+	return "io.rekey.attestation.v1alpha1.ChallengeRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeAttestation) OpenAPIModelName() string {
 	return "io.rekey.attestation.v1alpha1.NodeAttestation"
 }

@@ -151,6 +151,10 @@ const (
 	CertificateDenied RequestConditionType = "Denied"
 	// CertificateFailed indicates the signer failed to issue the certificate.
 	CertificateFailed RequestConditionType = "Failed"
+	// CertificateAttested records, at create, what a signer in Attestation
+	// mode verified of the request's TPM evidence (status True), or why it
+	// was refused (status False). Only the server adds it.
+	CertificateAttested RequestConditionType = "Attested"
 )
 
 // CertificateSigningRequestCondition describes a condition of a CertificateSigningRequest object

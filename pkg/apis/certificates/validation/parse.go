@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"rekey.io/rekey/pkg/attest"
 	"rekey.io/rekey/pkg/strictpem"
 )
 
@@ -16,9 +17,11 @@ var (
 // CertificateRequestPEMType is the only PEM type accepted in spec.request.
 const CertificateRequestPEMType = "CERTIFICATE REQUEST"
 
-// ParseCSR decodes spec.request: exactly one "CERTIFICATE REQUEST" PEM
-// block without headers, whose PKCS#10 self-signature verifies. Nothing
-// but whitespace may surround the block. The size is checked first.
+// ParseCSR decodes spec.request: one "CERTIFICATE REQUEST" PEM block
+// without headers, whose PKCS#10 self-signature verifies, optionally
+// followed by the attestation provider and data blocks of a TPM-attested
+// request. Nothing but whitespace may surround the blocks. The size is
+// checked first.
 func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	return parseCSR(data, true)
 }
@@ -31,12 +34,24 @@ func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
 		return nil, errRequestTooLarge
 	}
 	// One strict reading: what an approver inspects with openssl is what
-	// is signed (see package strictpem).
-	block, err := strictpem.DecodeOne(data, CertificateRequestPEMType)
+	// is signed (see package strictpem). The CERTIFICATE REQUEST block may
+	// be followed by the two blocks of TPM attestation evidence (package
+	// attest), which are checked as a whole.
+	blocks, err := strictpem.Decode(data, 3)
 	if err != nil {
 		return nil, err
 	}
-	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	switch {
+	case len(blocks) == 0:
+		return nil, fmt.Errorf("must be a PEM block of type %q (no PEM data found)", CertificateRequestPEMType)
+	case blocks[0].Type != CertificateRequestPEMType:
+		return nil, fmt.Errorf("PEM block type must be %q, got %q", CertificateRequestPEMType, blocks[0].Type)
+	case len(blocks) > 1:
+		if _, err := attest.ParseRequest(data); err != nil {
+			return nil, fmt.Errorf("attestation evidence: %w", err)
+		}
+	}
+	csr, err := x509.ParseCertificateRequest(blocks[0].Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid PKCS#10 certificate request: %v", err)
 	}

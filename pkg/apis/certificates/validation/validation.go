@@ -242,10 +242,16 @@ func validateConditions(fldPath *field.Path, conditions []certificates.Certifica
 func validateStatusUpdate(newCSR, oldCSR *certificates.CertificateSigningRequest) field.ErrorList {
 	fldPath := field.NewPath("status")
 	allErrs := validateConditions(fldPath.Child("conditions"), newCSR.Status.Conditions)
-	for _, t := range []certificates.RequestConditionType{certificates.CertificateApproved, certificates.CertificateDenied, certificates.CertificateFailed} {
+	for _, t := range []certificates.RequestConditionType{certificates.CertificateApproved, certificates.CertificateDenied, certificates.CertificateFailed, certificates.CertificateAttested} {
 		if certificates.HasCondition(oldCSR.Status, t) && !certificates.HasCondition(newCSR.Status, t) {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("conditions"), fmt.Sprintf("updates may not remove a condition of type %q", t)))
 		}
+	}
+	// Attested is what the server verified at create; no client writes it.
+	if oldC, newC := findCondition(oldCSR, certificates.CertificateAttested), findCondition(newCSR, certificates.CertificateAttested); newC != nil &&
+		(oldC == nil || oldC.Status != newC.Status || oldC.Reason != newC.Reason || oldC.Message != newC.Message) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("conditions"),
+			fmt.Sprintf("a condition of type %q is recorded by the server when the request is created; updates may not add or change it", certificates.CertificateAttested)))
 	}
 	certPath := fldPath.Child("certificate")
 	switch {

@@ -2,6 +2,7 @@ package validation
 
 import (
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
@@ -94,7 +95,8 @@ func TestValidateRequest(t *testing.T) {
 		"not PEM":          {request: []byte("hello, world"), wantErr: "must start with a PEM block"},
 		"wrong PEM type":   {request: fixtures.SelfSignedCertPEM(t, "ca"), wantErr: `got "CERTIFICATE"`},
 		"PEM with headers": {request: withHeader(t, good), wantErr: "must not have headers"},
-		"two blocks":       {request: append(append([]byte(nil), good...), good...), wantErr: "exactly one PEM block"},
+		"two blocks":       {request: append(append([]byte(nil), good...), good...), wantErr: "an attested request has exactly the blocks"},
+		"bad evidence":     {request: attested(t, good, []byte(`{"version":"v0"}`)), wantErr: "attestation evidence: attestation data version"},
 		"garbage DER":      {request: []byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"), wantErr: "not a valid PKCS#10"},
 		"bad signature":    {request: fixtures.CorruptSignature(t, good), wantErr: "signature does not verify"},
 		"oversized":        {request: bytes.Repeat([]byte("A"), MaxRequestBytes+1), wantErr: "Too long"},
@@ -106,6 +108,16 @@ func TestValidateRequest(t *testing.T) {
 			requireError(t, ValidateCertificateSigningRequestCreate(csr), "spec.request", tc.wantErr)
 		})
 	}
+	t.Run("attestation blocks are accepted", func(t *testing.T) {
+		csr := validCSR(t)
+		csr.Spec.Request = attested(t, good, []byte(`{"version":"rekey.io/tpm/v1","pcrBank":"sha256"}`))
+		if errs := ValidateCertificateSigningRequestCreate(csr); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if _, err := ParseStoredCSR(csr.Spec.Request); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("trailing whitespace is fine", func(t *testing.T) {
 		csr := validCSR(t)
 		csr.Spec.Request = append(csr.Spec.Request, []byte("\n\n  \n")...)
@@ -426,5 +438,40 @@ func TestValidateNodeServingApproval(t *testing.T) {
 			}
 			requireError(t, errs, tc.field, tc.contains)
 		})
+	}
+}
+
+// attested appends the attestation provider and data blocks to a request.
+func attested(t *testing.T, request, data []byte) []byte {
+	t.Helper()
+	out := append([]byte(nil), request...)
+	out = append(out, pem.EncodeToMemory(&pem.Block{Type: "KUBELET AUTHENTICATOR ATTESTATION PROVIDER", Bytes: []byte("tpm")})...)
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: "KUBELET AUTHENTICATOR ATTESTATION DATA", Bytes: data})...)
+}
+
+func TestAttestedConditionIsTheServers(t *testing.T) {
+	old := validCSR(t)
+	attestedCond := certificates.CertificateSigningRequestCondition{Type: certificates.CertificateAttested, Status: metav1.ConditionFalse, Reason: "NoChallenge", Message: "m"}
+	for name, tc := range map[string]struct {
+		old, new []certificates.CertificateSigningRequestCondition
+	}{
+		"added":   {new: []certificates.CertificateSigningRequestCondition{{Type: certificates.CertificateAttested, Status: metav1.ConditionTrue, Reason: "Attested"}}},
+		"changed": {old: []certificates.CertificateSigningRequestCondition{attestedCond}, new: []certificates.CertificateSigningRequestCondition{{Type: certificates.CertificateAttested, Status: metav1.ConditionTrue, Reason: "NoChallenge", Message: "m"}}},
+		"removed": {old: []certificates.CertificateSigningRequestCondition{attestedCond}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := old.DeepCopy()
+			before.Status.Conditions = tc.old
+			after := before.DeepCopy()
+			after.Status.Conditions = tc.new
+			requireError(t, ValidateCertificateSigningRequestStatusUpdate(after, before), "status.conditions", "Attested")
+			requireError(t, ValidateCertificateSigningRequestApprovalUpdate(after, before), "status.conditions", "Attested")
+			requireError(t, ValidateCertificateSigningRequestUpdate(after, before), "status.conditions", "Attested")
+		})
+	}
+	kept := old.DeepCopy()
+	kept.Status.Conditions = []certificates.CertificateSigningRequestCondition{attestedCond}
+	if errs := ValidateCertificateSigningRequestStatusUpdate(kept.DeepCopy(), kept); len(errs) > 0 {
+		t.Fatalf("an unchanged Attested condition: %v", errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/attestation"
 	"rekey.io/rekey/pkg/registry"
@@ -33,8 +34,18 @@ var table = printers.Table[*attestation.NodeAttestation]{
 	},
 }
 
-// NewStorage returns the main and /status storage.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*registry.REST, *registry.SubresourceREST, error) {
+// Storage is the NodeAttestation resource, its subresources, and the
+// writer of status on rekey's behalf.
+type Storage struct {
+	NodeAttestation *registry.REST
+	Status          *registry.SubresourceREST
+	Challenge       *ChallengeREST
+	StatusWriter    *StatusWriter
+}
+
+// NewStorage returns the storage; challenger may be nil (the challenge
+// subresource then answers 503).
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, challenger Challenger, clk clock.PassiveClock) (*Storage, error) {
 	s := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &attestation.NodeAttestation{} },
@@ -48,7 +59,16 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*
 		TableConvertor:            table,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return registry.NewREST(store, "rnodeatt"), registry.NewSubresourceREST(store, statusStrategy{s}), nil
+	server := *store
+	server.UpdateStrategy = serverStatusStrategy{s}
+	server.ResetFieldsStrategy = serverStatusStrategy{s}
+	writer := &StatusWriter{store: &server}
+	return &Storage{
+		NodeAttestation: registry.NewREST(store, "rnodeatt"),
+		Status:          registry.NewSubresourceREST(store, statusStrategy{s}),
+		Challenge:       &ChallengeREST{status: writer, challenger: challenger, clock: clk},
+		StatusWriter:    writer,
+	}, nil
 }

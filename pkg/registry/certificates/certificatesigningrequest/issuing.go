@@ -186,6 +186,16 @@ func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcom
 			Type: t, Status: metav1.ConditionTrue, Reason: d.Reason, Message: d.Message, LastUpdateTime: now, LastTransitionTime: now,
 		})
 	}
+	if a := out.Attestation; a != nil && findCondition(csr, certificates.CertificateAttested) == nil {
+		status := metav1.ConditionFalse
+		if a.Passed {
+			status = metav1.ConditionTrue
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certificates.CertificateSigningRequestCondition{
+			Type: certificates.CertificateAttested, Status: status, Reason: a.Reason, Message: a.Message, LastUpdateTime: now, LastTransitionTime: now,
+		})
+		addOwnership(csr, managerApprover, "approval", now, conditionPaths(certificates.CertificateAttested)...)
+	}
 	if out.Approval != nil && findCondition(csr, certificates.CertificateApproved) == nil {
 		addCondition(certificates.CertificateApproved, out.Approval)
 		addOwnership(csr, managerApprover, "approval", now, conditionPaths(certificates.CertificateApproved)...)

@@ -31,6 +31,8 @@ type AttestationChallengeApplyConfiguration struct {
 	CredentialBlob  []byte   `json:"credentialBlob,omitempty"`
 	EncryptedSecret []byte   `json:"encryptedSecret,omitempty"`
 	ExpirationTime  *v1.Time `json:"expirationTime,omitempty"`
+	// pcrSelection is the exact set of sha256 PCRs the node must quote.
+	PCRSelection []int32 `json:"pcrSelection,omitempty"`
 }
 
 // AttestationChallengeApplyConfiguration constructs a declarative configuration of the AttestationChallenge type for use with
@@ -64,5 +66,15 @@ func (b *AttestationChallengeApplyConfiguration) WithEncryptedSecret(values ...b
 // If called multiple times, the ExpirationTime field is set to the value of the last call.
 func (b *AttestationChallengeApplyConfiguration) WithExpirationTime(value v1.Time) *AttestationChallengeApplyConfiguration {
 	b.ExpirationTime = &value
+	return b
+}
+
+// WithPCRSelection adds the given value to the PCRSelection field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PCRSelection field.
+func (b *AttestationChallengeApplyConfiguration) WithPCRSelection(values ...int32) *AttestationChallengeApplyConfiguration {
+	for i := range values {
+		b.PCRSelection = append(b.PCRSelection, values[i])
+	}
 	return b
 }

@@ -85,6 +85,12 @@ func ExtractNodeAttestation(nodeAttestation *attestationv1alpha1.NodeAttestation
 	return ExtractNodeAttestationFrom(nodeAttestation, fieldManager, "")
 }
 
+// ExtractNodeAttestationChallenge extracts the applied configuration owned by fieldManager from
+// nodeAttestation for the challenge subresource.
+func ExtractNodeAttestationChallenge(nodeAttestation *attestationv1alpha1.NodeAttestation, fieldManager string) (*NodeAttestationApplyConfiguration, error) {
+	return ExtractNodeAttestationFrom(nodeAttestation, fieldManager, "challenge")
+}
+
 // ExtractNodeAttestationStatus extracts the applied configuration owned by fieldManager from
 // nodeAttestation for the status subresource.
 func ExtractNodeAttestationStatus(nodeAttestation *attestationv1alpha1.NodeAttestation, fieldManager string) (*NodeAttestationApplyConfiguration, error) {

@@ -51,6 +51,8 @@ type NodeAttestationInterface interface {
 	Apply(ctx context.Context, nodeAttestation *applyconfigurationattestationv1alpha1.NodeAttestationApplyConfiguration, opts v1.ApplyOptions) (result *attestationv1alpha1.NodeAttestation, err error)
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, nodeAttestation *applyconfigurationattestationv1alpha1.NodeAttestationApplyConfiguration, opts v1.ApplyOptions) (result *attestationv1alpha1.NodeAttestation, err error)
+	Challenge(ctx context.Context, nodeAttestationName string, challengeRequest *attestationv1alpha1.ChallengeRequest, opts v1.CreateOptions) (*attestationv1alpha1.NodeAttestation, error)
+
 	NodeAttestationExpansion
 }
 
@@ -72,4 +74,19 @@ func newNodeAttestations(c *AttestationV1alpha1Client) *nodeAttestations {
 			gentype.PrefersProtobuf[*attestationv1alpha1.NodeAttestation](),
 		),
 	}
+}
+
+// Challenge takes the representation of a challengeRequest and creates it.  Returns the server's representation of the nodeAttestation, and an error, if there is any.
+func (c *nodeAttestations) Challenge(ctx context.Context, nodeAttestationName string, challengeRequest *attestationv1alpha1.ChallengeRequest, opts v1.CreateOptions) (result *attestationv1alpha1.NodeAttestation, err error) {
+	result = &attestationv1alpha1.NodeAttestation{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Resource("nodeattestations").
+		Name(nodeAttestationName).
+		SubResource("challenge").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(challengeRequest).
+		Do(ctx).
+		Into(result)
+	return
 }

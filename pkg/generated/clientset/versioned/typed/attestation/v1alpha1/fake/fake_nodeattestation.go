@@ -19,7 +19,11 @@ limitations under the License.
 package fake
 
 import (
+	context "context"
+
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
+	testing "k8s.io/client-go/testing"
 	v1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	attestationv1alpha1 "rekey.io/rekey/pkg/generated/applyconfiguration/attestation/v1alpha1"
 	typedattestationv1alpha1 "rekey.io/rekey/pkg/generated/clientset/versioned/typed/attestation/v1alpha1"
@@ -50,4 +54,15 @@ func newFakeNodeAttestations(fake *FakeAttestationV1alpha1) typedattestationv1al
 		),
 		fake,
 	}
+}
+
+// Challenge takes the representation of a challengeRequest and creates it.  Returns the server's representation of the nodeAttestation, and an error, if there is any.
+func (c *fakeNodeAttestations) Challenge(ctx context.Context, nodeAttestationName string, challengeRequest *v1alpha1.ChallengeRequest, opts v1.CreateOptions) (result *v1alpha1.NodeAttestation, err error) {
+	emptyResult := &v1alpha1.NodeAttestation{}
+	obj, err := c.Fake.
+		Invokes(testing.NewRootCreateSubresourceActionWithOptions(c.Resource(), nodeAttestationName, "challenge", challengeRequest, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.NodeAttestation), err
 }
