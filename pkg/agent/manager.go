@@ -45,6 +45,10 @@ type Manager struct {
 	// IssuerRotating).
 	CheckIssuer func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error)
 
+	// Attestor, when set, puts TPM evidence in every request (a signer in
+	// Attestation approval mode).
+	Attestor *TPMAttestor
+
 	// checkErr is the last CheckIssuer failure (nil after a success).
 	checkErr error
 }
@@ -190,6 +194,11 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 		if request, err = m.Template.CSR(key); err != nil {
 			return nil, err
 		}
+		if m.Attestor != nil {
+			if request, err = m.Attestor.Request(ctx, client, request, key.Public()); err != nil {
+				return nil, err
+			}
+		}
 		csr, err = csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: certv1alpha1.CertificateSigningRequestSpec{
@@ -205,6 +214,12 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 	}
 	if err := sameKey(csr, key); err != nil {
 		return nil, err
+	}
+	if m.Attestor != nil && !hasCondition(csr, certv1alpha1.CertificateAttested) && len(csr.Status.Certificate) == 0 {
+		// Attestation is decided in the create or never (the challenge is
+		// single-use): a request without the outcome waits for nothing.
+		return nil, &Refusal{Request: csr.Name, Condition: "not attested", Reason: "NotDecidedAtCreate",
+			Message: "the server did not decide the attestation when the request was created (is the signer in Attestation mode, and this server's synchronous issuance on?)"}
 	}
 	return m.wait(ctx, client, csr, key)
 }
@@ -277,7 +292,10 @@ func watchUntilDecided(w watch.Interface, csr *certv1alpha1.CertificateSigningRe
 // certificate, which must be for key), denied or failed.
 func decided(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (bool, []byte, error) {
 	for _, c := range csr.Status.Conditions {
-		if c.Type == certv1alpha1.CertificateDenied || c.Type == certv1alpha1.CertificateFailed {
+		// A request whose attestation was refused is never approved: its
+		// challenge is spent.
+		if c.Type == certv1alpha1.CertificateDenied || c.Type == certv1alpha1.CertificateFailed ||
+			(c.Type == certv1alpha1.CertificateAttested && c.Status == metav1.ConditionFalse) {
 			return true, nil, &Refusal{Request: csr.Name, Condition: string(c.Type), Reason: c.Reason, Message: c.Message}
 		}
 	}
@@ -292,4 +310,13 @@ func decided(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (bo
 		return true, nil, fmt.Errorf("certificate request %s: the certificate is not for the requested key", csr.Name)
 	}
 	return true, bytes.Clone(csr.Status.Certificate), nil
+}
+
+func hasCondition(csr *certv1alpha1.CertificateSigningRequest, t certv1alpha1.RequestConditionType) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
 }

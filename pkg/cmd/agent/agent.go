@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/agent"
+	"rekey.io/rekey/pkg/agent/tpmnode"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
@@ -62,7 +63,17 @@ type RunOptions struct {
 	// IssuerCheckInterval is how often the issuing CA is looked at for a
 	// rotation (0: never; the deadline alone decides).
 	IssuerCheckInterval time.Duration
+	// TPM attests every request with this TPM (a device path or
+	// tcp://HOST:PORT), under AttestationPolicy.
+	TPM               string
+	AttestationPolicy string
 }
+
+// Signers in Attestation approval mode, the defaults with --tpm.
+const (
+	DefaultTPMSignerName        = "rekey.io/kube-apiserver-client-kubelet-tpm"
+	DefaultTPMServingSignerName = "rekey.io/kubelet-serving-tpm"
+)
 
 // NewCommand returns the rekey-agent command.
 func NewCommand(out io.Writer) *cobra.Command {
@@ -82,6 +93,14 @@ func newRunCommand() *cobra.Command {
 		Short: "Keep a current client certificate in --cert-dir: bootstrap it, then renew it at 70-90% of its lifetime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.TPM != "" {
+				if !cmd.Flags().Changed("signer-name") {
+					o.SignerName = DefaultTPMSignerName
+				}
+				if !cmd.Flags().Changed("serving-signer-name") {
+					o.ServingSignerName = DefaultTPMServingSignerName
+				}
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -104,6 +123,8 @@ func newRunCommand() *cobra.Command {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
 	fs.StringVar(&o.TrustBundleFile, "trust-bundle-file", "", "a trust bundle of the client certificate's CA (a published ConfigMap's ca.crt, mounted); when it holds a newer CA than the certificate's issuer, the certificate is renewed at once")
 	fs.DurationVar(&o.RenewBefore, "renew-before", 0, "renew no later than this long before the certificate expires (0: at the jittered 70-90% point of its lifetime only)")
+	fs.StringVar(&o.TPM, "tpm", "", "attest every request with this TPM: a device (/dev/tpmrm0) or tcp://HOST:PORT (swtpm's command port). The signers then default to "+DefaultTPMSignerName+" and "+DefaultTPMServingSignerName+"; the attestation key is kept in --cert-dir")
+	fs.StringVar(&o.AttestationPolicy, "attestation-policy", "", "with --tpm: the AttestationPolicy to attest under (required with --tpm)")
 	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
 }
@@ -120,6 +141,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.RenewBefore < 0 {
 		return errors.New("--renew-before must not be negative")
+	}
+	if (o.TPM == "") != (o.AttestationPolicy == "") {
+		return errors.New("--tpm and --attestation-policy go together")
 	}
 	if o.Serving && len(o.NodeIPs)+len(o.NodeDNSNames) == 0 {
 		return errors.New("--serving needs at least one --node-ip or --node-dns")
@@ -164,6 +188,10 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		})
 	}
 	for _, m := range managers {
+		if o.TPM != "" {
+			tpm := o.TPM
+			m.Attestor = &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpm) }, Node: o.NodeName, Policy: o.AttestationPolicy, Dir: o.CertDir}
+		}
 		if o.ExpirationSeconds > 0 {
 			m.ExpirationSeconds = &o.ExpirationSeconds
 		}
