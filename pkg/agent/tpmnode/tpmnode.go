@@ -243,20 +243,45 @@ func (d *Device) Quote(ak *Key, qualifyingData []byte, pcrs []int) (quote, signa
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("quoting: %w", err)
 	}
-	values = map[int][]byte{}
+	values, err = d.ReadPCRs(pcrs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return rsp.Quoted.Bytes(), tpm2.Marshal(&rsp.Signature), values, nil
+}
+
+// ReadPCRs reads SHA-256 PCR values by index.
+func (d *Device) ReadPCRs(pcrs []int) (map[int][]byte, error) {
+	values := map[int][]byte{}
 	// PCRRead returns at most 8 values per call.
 	for start := 0; start < len(pcrs); start += 8 {
-		batch := idx[start:min(start+8, len(idx))]
+		batch := make([]uint, 0, 8)
+		for _, p := range pcrs[start:min(start+8, len(pcrs))] {
+			batch = append(batch, uint(p))
+		}
 		read, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(batch...)}}}}.Execute(d.tpm)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("reading PCRs: %w", err)
+			return nil, fmt.Errorf("reading PCRs: %w", err)
 		}
 		if len(read.PCRValues.Digests) != len(batch) {
-			return nil, nil, nil, fmt.Errorf("read %d PCR values for %d PCRs", len(read.PCRValues.Digests), len(batch))
+			return nil, fmt.Errorf("read %d PCR values for %d PCRs", len(read.PCRValues.Digests), len(batch))
 		}
 		for i, p := range batch {
 			values[int(p)] = read.PCRValues.Digests[i].Buffer
 		}
 	}
-	return rsp.Quoted.Bytes(), tpm2.Marshal(&rsp.Signature), values, nil
+	return values, nil
+}
+
+// ExtendPCR extends a SHA-256 PCR with digest, as measured boot does (a
+// test changes a node's measured state with it).
+func (d *Device) ExtendPCR(pcr int, digest []byte) error {
+	_, err := tpm2.PCRExtend{
+		PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(pcr), Auth: tpm2.PasswordAuth(nil)},
+		Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: digest}}},
+	}.Execute(d.tpm)
+	if err != nil {
+		return fmt.Errorf("extending PCR %d: %w", pcr, err)
+	}
+	return nil
 }

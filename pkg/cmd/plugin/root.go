@@ -32,5 +32,6 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(newRotateCommand(newClient, streams))
 	cmd.AddCommand(newStatusCommand(newClient, streams))
 	cmd.AddCommand(newBundleCommand(newClient, streams))
+	cmd.AddCommand(newAttestCommand(newClient, streams))
 	return cmd
 }
