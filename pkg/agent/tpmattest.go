@@ -84,7 +84,7 @@ func (a *TPMAttestor) Request(ctx context.Context, client clientset.Interface, c
 		return nil, err
 	}
 	na, err := client.AttestationV1alpha1().NodeAttestations().Challenge(ctx, a.Node, &attv1alpha1.ChallengeRequest{}, metav1.CreateOptions{FieldManager: "rekey-agent"})
-	if apierrors.IsForbidden(err) && apierrors.ReasonForError(err) == metav1.StatusReasonForbidden && na == nil {
+	if apierrors.IsForbidden(err) {
 		// Either the server refused the EK or AK (its message says why)
 		// or RBAC refused the call; both are the operator's to fix.
 		return nil, &AttestationRefusal{Err: err}

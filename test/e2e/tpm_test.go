@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"rekey.io/rekey/pkg/agent"
+	"rekey.io/rekey/pkg/agent/tpmnode"
+	attv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
+)
+
+const (
+	tpmClientSigner = "rekey.io/kube-apiserver-client-kubelet-tpm"
+	tpmClientCA     = "rekey.io-kube-apiserver-client-kubelet-tpm"
+)
+
+// tpmPolicy creates an AttestationPolicy gating the TPM client signer:
+// EK certificates under roots, PCRs 0 and 7 fixed to values.
+func tpmPolicy(t *testing.T, name string, root, intermediate []byte, values map[int][]byte) {
+	t.Helper()
+	spec := attv1alpha1.AttestationPolicySpec{
+		EKRootCertificates: string(root), EKIntermediateCertificates: string(intermediate),
+		PCRPolicy:   attv1alpha1.PCRPolicy{Mode: attv1alpha1.PCRModeFixed, Selection: []int32{0, 7}},
+		SignerNames: []string{tpmClientSigner},
+	}
+	for _, i := range []int{0, 7} {
+		spec.PCRPolicy.Values = append(spec.PCRPolicy.Values, attv1alpha1.PCRValue{Index: int32(i), Value: hex.EncodeToString(values[i])})
+	}
+	_, err := cluster.RekeyAdmin.AttestationV1alpha1().AttestationPolicies().Create(context.Background(),
+		&attv1alpha1.AttestationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.RekeyAdmin.AttestationV1alpha1().AttestationPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+func readPCRs(t *testing.T, addr string) map[int][]byte {
+	t.Helper()
+	dev, err := tpmnode.Open(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dev.Close() }()
+	values, err := dev.ReadPCRs([]int{0, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return values
+}
+
+// attestedCSR is a node client request for node with a new key, its
+// spec.request carrying evidence made by attestor (the node side, as
+// rekey-agent makes it).
+func attestedCSR(t *testing.T, client clientset.Interface, attestor *agent.TPMAttestor, node string) (*certv1alpha1.CertificateSigningRequest, error) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := agent.ClientTemplate(tpmClientSigner, node)
+	csrPEM, err := tmpl.CSR(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request, err := attestor.Request(context.Background(), client, csrPEM, key.Public())
+	if err != nil {
+		return nil, err
+	}
+	return &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "tpm-" + node + "-"},
+		Spec:       certv1alpha1.CertificateSigningRequestSpec{Request: request, SignerName: tpmClientSigner, Usages: tmpl.Usages},
+	}, nil
+}
+
+func conditionOf(csr *certv1alpha1.CertificateSigningRequest, typ certv1alpha1.RequestConditionType) *certv1alpha1.CertificateSigningRequestCondition {
+	for i := range csr.Status.Conditions {
+		if csr.Status.Conditions[i].Type == typ {
+			return &csr.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// requireRefusedAtCreate: the create stores the request unapproved, with
+// no certificate and an Attested=False condition of the reason.
+func requireRefusedAtCreate(t *testing.T, what string, got *certv1alpha1.CertificateSigningRequest, reason string) {
+	t.Helper()
+	c := conditionOf(got, certv1alpha1.CertificateAttested)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || len(got.Status.Certificate) > 0 || conditionOf(got, certv1alpha1.CertificateApproved) != nil {
+		t.Fatalf("%s: want Attested=False %s and nothing issued, got %+v", what, reason, got.Status)
+	}
+}
+
+// TestTPMNodeAttestation: through the real kube-apiserver and the
+// aggregator, a node with an emulated TPM whose EK certificate chains to
+// the policy's root bootstraps with a credential that gets nothing
+// approved by itself: its request is approved and signed in its create
+// (the create response has the certificate), and rekey-agent does the same
+// end to end, writing a kubeconfig kube-apiserver accepts as the node.
+// Refused, each with its reason: a replayed request, evidence copied to
+// another node's request, the EK for another node name, an EK outside the
+// policy's roots, and a changed PCR under a fixed policy.
+func TestTPMNodeAttestation(t *testing.T) {
+	ctx := context.Background()
+	tpmA := framework.StartSWTPM(t)
+	root, intermediate := framework.SWTPMRoots(t)
+	tpmPolicy(t, "e2e-tpm", root, intermediate, readPCRs(t, tpmA))
+
+	bootstrapClient, bootstrap, err := cluster.UserClient("tpm-bootstrap", "rekey:tpm-bootstrappers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	attestorA := &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpmA) }, Node: "tpm-node-a", Policy: "e2e-tpm", Dir: certDir}
+
+	// The bootstrap credential alone: nothing approved, by either signer.
+	alone := create(t, bootstrapClient, &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "tpm-no-evidence"},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{Request: fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:tpm-node-a", Organizations: []string{"system:nodes"}}),
+			SignerName: tpmClientSigner, Usages: agent.ClientTemplate(tpmClientSigner, "x").Usages},
+	})
+	requireRefusedAtCreate(t, "no evidence", alone, "NoChallenge")
+	viaNodeClient := csrFor(t, "tpm-bootstrap-nodeclient", "rekey.io/kube-apiserver-client-kubelet")
+	viaNodeClient.Spec.Request = fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:tpm-node-a", Organizations: []string{"system:nodes"}})
+	viaNodeClient.Spec.Usages = agent.ClientTemplate("x", "x").Usages
+	if got := create(t, bootstrapClient, viaNodeClient); len(got.Status.Conditions) > 0 || len(got.Status.Certificate) > 0 {
+		t.Fatalf("the TPM bootstrap credential got a NodeClient request decided: %+v", got.Status)
+	}
+
+	// Approved and signed in the create.
+	csr, err := attestedCSR(t, bootstrapClient, attestorA, "tpm-node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := csr.Spec.Request
+	issued, err := bootstrapClient.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := conditionOf(issued, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "e2e-tpm") || !strings.Contains(c.Message, "[0 7]") {
+		t.Fatalf("Attested condition %+v", c)
+	}
+	if a := conditionOf(issued, certv1alpha1.CertificateApproved); a == nil || a.Reason != "AutoApproved" {
+		t.Fatalf("not approved at create: %+v", issued.Status.Conditions)
+	}
+	if len(issued.Status.Certificate) == 0 {
+		t.Fatal("the create response has no certificate")
+	}
+	ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, tpmClientCA, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyChain(t, issued.Status.Certificate, ca.Status.TrustBundle, "system:node:tpm-node-a")
+	na, err := cluster.RekeyAdmin.AttestationV1alpha1().NodeAttestations().Get(ctx, "tpm-node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if na.Status.Phase != attv1alpha1.NodeAttestationAttested || na.Status.BoundNode != "tpm-node-a" || na.Status.LastAttested == nil ||
+		!na.Status.LastAttested.FirstUse || na.Status.LastAttested.Request != issued.Name || na.Status.Challenge != nil {
+		t.Fatalf("NodeAttestation status %+v", na.Status)
+	}
+
+	// The same request again: its challenge is spent.
+	replay := csr.DeepCopy()
+	replay.Spec.Request = request
+	requireRefusedAtCreate(t, "replayed request", create(t, bootstrapClient, replay), "NoChallenge")
+
+	// Evidence for node a, on a request of another key naming node c.
+	fresh, err := attestedCSR(t, bootstrapClient, attestorA, "tpm-node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fresh.Spec.Request[bytes.Index(fresh.Spec.Request, []byte("-----BEGIN KUBELET")):]
+	other, err := agent.ClientTemplate(tpmClientSigner, "tpm-node-c").CSR(fixtures.NewKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := fresh.DeepCopy()
+	copied.Spec.Request = append(other, blocks...)
+	requireRefusedAtCreate(t, "evidence copied to node c", create(t, bootstrapClient, copied), "NoChallenge")
+	// ... and on a request of another key naming node a.
+	own, _ := agent.ClientTemplate(tpmClientSigner, "tpm-node-a").CSR(fixtures.NewKey(t))
+	copied.Spec.Request = append(own, blocks...)
+	requireRefusedAtCreate(t, "evidence copied to another key", create(t, bootstrapClient, copied), "QuoteRefused")
+
+	// The same EK for another node name.
+	attestorD := *attestorA
+	attestorD.Node = "tpm-node-d"
+	if _, err := attestedCSR(t, bootstrapClient, &attestorD, "tpm-node-d"); !isRefusal(err, "EKBoundToAnotherNode") {
+		t.Fatalf("the EK of node a for node d: %v", err)
+	}
+
+	// rekey-agent, end to end, with no human step.
+	nodeKubeconfig := filepath.Join(t.TempDir(), "node.kubeconfig")
+	agentBin := framework.Binary(t, "rekey-agent")
+	out, err := exec.Command(agentBin, "run", "--once", "--tpm", tpmA, "--attestation-policy", "e2e-tpm", "--node-name", "tpm-node-a",
+		"--cert-dir", certDir, "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", nodeKubeconfig, "--issuer-check-interval", "0", "--wait-timeout", "1m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rekey-agent run --tpm: %v\n%s", err, out)
+	}
+	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoAmI(t, nodeKubeconfig); got != "system:node:tpm-node-a" {
+		t.Fatalf("kube-apiserver sees the TPM node as %q", got)
+	}
+
+	// An EK outside the policy's roots.
+	tpmB := framework.StartSWTPM(t)
+	otherRoot := fixtures.SelfSignedCertPEM(t, "not a TPM vendor")
+	tpmPolicy(t, "e2e-tpm-other-root", otherRoot, nil, readPCRs(t, tpmB))
+	attestorB := &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpmB) }, Node: "tpm-node-b", Policy: "e2e-tpm-other-root", Dir: t.TempDir()}
+	if _, err := attestedCSR(t, bootstrapClient, attestorB, "tpm-node-b"); !isRefusal(err, "EKNotTrusted") {
+		t.Fatalf("an EK outside the policy's roots: %v", err)
+	}
+	requireAttestStatus(t, "tpm-node-b", "Refused", "EKNotTrusted")
+
+	// A PCR extended: the fixed policy refuses the next attestation.
+	dev, err := tpmnode.Open(tpmA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measurement := sha256.Sum256([]byte("a changed boot"))
+	err = dev.ExtendPCR(7, measurement[:])
+	_ = dev.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := attestedCSR(t, bootstrapClient, attestorA, "tpm-node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireRefusedAtCreate(t, "PCR 7 extended", create(t, bootstrapClient, changed), "PCRMismatch")
+	requireAttestStatus(t, "tpm-node-a", "Refused", "PCRMismatch")
+}
+
+func isRefusal(err error, reason string) bool {
+	var refusal *agent.AttestationRefusal
+	return errors.As(err, &refusal) && strings.Contains(err.Error(), reason)
+}
+
+// verifyChain checks a certificate against a CA bundle and its subject.
+func verifyChain(t *testing.T, certPEM []byte, bundle, cn string) {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("the certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(bundle))
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("the certificate does not chain to the CA: %v", err)
+	}
+	if cert.Subject.CommonName != cn {
+		t.Fatalf("subject %v", cert.Subject)
+	}
+}
+
+// requireAttestStatus runs `kubectl rekey attest status NODE` as the admin
+// and checks the phase and reason it shows.
+func requireAttestStatus(t *testing.T, node string, want ...string) {
+	t.Helper()
+	plugin := framework.Binary(t, "kubectl-rekey")
+	env := []string{"PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	var out string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		stdout, _, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "attest", "status", node)
+		out = stdout
+		for _, w := range want {
+			if err != nil || !strings.Contains(stdout, w) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("kubectl rekey attest status %s does not show %v:\n%s", node, want, out)
+	}
+}
