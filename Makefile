@@ -108,7 +108,7 @@ bench:
 	hack/install-test-deps.sh
 	$(GO) build -o /dev/null ./test/bench
 	hack/build-tools.sh kube-controller-manager >/dev/null
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest
 	mkdir -p _output
 	$(GO) run ./test/bench -issuances $(BENCH_ISSUANCES) -burst-nodes $(BENCH_BURST) -out _output/benchmarks.md
 

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"errors"
 	"crypto/x509"
 	"strings"
 	"sync"
@@ -105,7 +106,8 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 			t.Fatal(err)
 		}
 	}
-	for name, mode := range map[string]certv1alpha1.ApprovalMode{"example.com/manual": certv1alpha1.ApprovalManual, "example.com/nodes": certv1alpha1.ApprovalNodeClient} {
+	for name, mode := range map[string]certv1alpha1.ApprovalMode{"example.com/manual": certv1alpha1.ApprovalManual, "example.com/nodes": certv1alpha1.ApprovalNodeClient,
+		"example.com/tpm": certv1alpha1.ApprovalAttestation} {
 		err := signerIndexer.Add(&certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName(name)}, Spec: certv1alpha1.SignerSpec{
 			SignerName: name, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "ca"}, Approval: certv1alpha1.SignerApproval{Mode: mode},
 			Policy: certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth}},
@@ -228,6 +230,56 @@ func TestAtCreate(t *testing.T) {
 		out, err := f.sync.AtCreate(context.Background(), request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...))
 		if err != nil || out.Approval == nil || out.Certificate != nil {
 			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+}
+
+// attestor answers with a fixed outcome and counts its calls.
+type attestor struct {
+	out   *Attestation
+	err   error
+	calls int
+}
+
+func (a *attestor) Attest(context.Context, *certv1alpha1.Signer, *certv1alpha1.CertificateSigningRequest) (*Attestation, error) {
+	a.calls++
+	return a.out, a.err
+}
+
+func TestAtCreateAttestation(t *testing.T) {
+	nodeUsages := []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageKeyEncipherment, certificates.UsageClientAuth}
+	req := func(t *testing.T) *certificates.CertificateSigningRequest {
+		return request(t, "example.com/tpm", "system:node:n1", []string{"system:nodes"}, nodeUsages...)
+	}
+	t.Run("evidence that passes: approved, attested and signed", func(t *testing.T) {
+		f := newFixture(t, true)
+		f.sync.Attestor = &attestor{out: &Attestation{Passed: true, Decision: Decision{Reason: "TPMQuoteVerified", Message: "m"}}}
+		out, err := f.sync.AtCreate(context.Background(), req(t))
+		if err != nil || out.Approval == nil || out.Attestation == nil || !out.Attestation.Passed || len(out.Certificate) == 0 || len(f.records.list) != 1 {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	t.Run("a refusal: pending with the reason, nothing signed", func(t *testing.T) {
+		f := newFixture(t, true)
+		f.sync.Attestor = &attestor{out: &Attestation{Decision: Decision{Reason: "PCRMismatch", Message: "m"}}}
+		out, err := f.sync.AtCreate(context.Background(), req(t))
+		if err != nil || out.Approval != nil || out.Attestation == nil || out.Attestation.Reason != "PCRMismatch" || out.Certificate != nil || len(f.records.list) != 0 {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	t.Run("undecided: stored as it is", func(t *testing.T) {
+		f := newFixture(t, true)
+		f.sync.Attestor = &attestor{err: errors.New("etcd unavailable")}
+		out, err := f.sync.AtCreate(context.Background(), req(t))
+		if err != nil || out.Approval != nil || out.Attestation != nil || out.Certificate != nil {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	t.Run("a NodeClient review never approves an Attestation signer", func(t *testing.T) {
+		f := newFixture(t, true)
+		out, err := f.sync.AtCreate(context.Background(), req(t))
+		if err != nil || out.Approval != nil || f.authz.calls != 0 {
+			t.Fatalf("outcome %+v, err %v, %d reviews", out, err, f.authz.calls)
 		}
 	})
 }

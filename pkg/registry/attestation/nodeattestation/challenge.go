@@ -83,6 +83,13 @@ func SetReady(n *attestation.NodeAttestation, status metav1.ConditionStatus, rea
 	})
 }
 
+// statusStore is what the challenge subresource reads and writes
+// (StatusWriter).
+type statusStore interface {
+	Get(ctx context.Context, name string) (*attestation.NodeAttestation, error)
+	Write(ctx context.Context, name string, change func(*attestation.NodeAttestation) error, dryRun []string) (*attestation.NodeAttestation, error)
+}
+
 // serverStatusStrategy is /status's strategy without the identity check:
 // the StatusWriter's callers decide what is written.
 type serverStatusStrategy struct{ strategy }
@@ -106,7 +113,7 @@ func (serverStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.O
 // its policy and answers with the NodeAttestation holding a fresh
 // challenge, or records the refusal in status and answers 403 with it.
 type ChallengeREST struct {
-	status     *StatusWriter
+	status     statusStore
 	challenger Challenger
 	clock      clock.PassiveClock
 }

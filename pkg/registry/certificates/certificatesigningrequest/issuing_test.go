@@ -271,3 +271,40 @@ func TestState(t *testing.T) {
 		}
 	}
 }
+
+// An attestation refused at create is stored as an Attested=False
+// condition of the pending request; one that passed, as Attested=True
+// beside Approved. Both are the approver's in managedFields.
+func TestCreateWriteCarriesTheAttestation(t *testing.T) {
+	for _, passed := range []bool{true, false} {
+		out := issuer.Outcome{Attestation: &issuer.Attestation{Passed: passed, Decision: issuer.Decision{Reason: "R", Message: "M"}}}
+		if passed {
+			out.Approval, out.Certificate = &issuer.Decision{Reason: issuer.ReasonAutoApproved}, []byte("cert")
+		}
+		inner := &recordingStorage{}
+		s := &issuingStorage{Interface: inner, issuer: &fakeIssuer{outcome: out}, clock: clocktesting.NewFakePassiveClock(now)}
+		ctx, w := withWrite(context.Background())
+		if err := w.afterCreateValidation(nil)(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, "k", newCSR(t), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		csr := inner.written.(*certificates.CertificateSigningRequest)
+		c := findCondition(csr, certificates.CertificateAttested)
+		want := metav1.ConditionFalse
+		if passed {
+			want = metav1.ConditionTrue
+		}
+		if c == nil || c.Status != want || c.Reason != "R" || c.Message != "M" || (findCondition(csr, certificates.CertificateApproved) != nil) != passed {
+			t.Fatalf("passed=%v: stored %+v", passed, csr.Status)
+		}
+		owned := false
+		for _, e := range csr.ManagedFields {
+			owned = owned || e.Manager == "rekey-approver" && strings.Contains(e.FieldsV1.GetRawString(), `k:{\"type\":\"Attested\"}`)
+		}
+		if !owned {
+			t.Fatalf("passed=%v: managed fields %+v", passed, csr.ManagedFields)
+		}
+	}
+}
