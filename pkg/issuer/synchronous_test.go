@@ -2,8 +2,8 @@ package issuer
 
 import (
 	"context"
-	"errors"
 	"crypto/x509"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
