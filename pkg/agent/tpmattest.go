@@ -32,6 +32,8 @@ type TPMAttestor struct {
 	// Dir keeps the AK (tpmnode.LoadOrCreateAK), so that it survives
 	// restarts.
 	Dir string
+	// EK is which EK to use: RSA (the default) or ECC.
+	EK tpmnode.EKType
 }
 
 // AttestationRefusal is a challenge the server refused: the EK, the AK or
@@ -68,13 +70,17 @@ func (a *TPMAttestor) Request(ctx context.Context, client clientset.Interface, c
 		return nil, err
 	}
 	defer dev.Flush(ak.Handle)
-	ek, err := dev.EK()
+	ekType := a.EK
+	if ekType == "" {
+		ekType = tpmnode.EKRSA
+	}
+	ek, err := dev.EKOf(ekType)
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Flush(ek.Handle)
 	// An EK certificate is optional: a policy may allow the EK by its key.
-	ekCert, certErr := dev.EKCertificate()
+	ekCert, certErr := dev.EKCertificateOf(ekType)
 	if certErr != nil {
 		klog.FromContext(ctx).V(2).Info("No EK certificate in the TPM; the policy must allow the EK by its key hash", "err", certErr.Error())
 	}

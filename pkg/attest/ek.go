@@ -3,7 +3,6 @@ package attest
 import (
 	"bytes"
 	"crypto"
-	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
@@ -87,11 +86,12 @@ func Fingerprint(pub crypto.PublicKey) (string, error) {
 }
 
 // ParseEKPublic parses the EK's public area as the node reads it from its
-// TPM and checks that it is the standard RSA-2048 EK (the TCG template:
-// restricted decryption key whose use needs the endorsement hierarchy's
-// policy), so that only that TPM can activate a credential made for it.
-// The returned key is the EK's RSA public key.
-func ParseEKPublic(publicArea []byte) (*tpm2.TPMTPublic, *rsa.PublicKey, error) {
+// TPM and checks that it is a standard EK (the TCG templates RSA-2048 or
+// ECC NIST P-256: a restricted decryption key whose use needs the
+// endorsement hierarchy's policy), so that only that TPM can activate a
+// credential made for it. The returned key is the EK's public key
+// (*rsa.PublicKey or *ecdsa.PublicKey).
+func ParseEKPublic(publicArea []byte) (*tpm2.TPMTPublic, crypto.PublicKey, error) {
 	if len(publicArea) > MaxPublicAreaSize {
 		return nil, nil, fmt.Errorf("EK public area of %d bytes exceeds %d", len(publicArea), MaxPublicAreaSize)
 	}
@@ -99,28 +99,55 @@ func ParseEKPublic(publicArea []byte) (*tpm2.TPMTPublic, *rsa.PublicKey, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if pub.Type != tpm2.TPMAlgRSA {
-		return nil, nil, fmt.Errorf("EK public area is of type %v, not the standard RSA-2048 EK", pub.Type)
-	}
-	modulus, err := pub.Unique.RSA()
-	if err != nil {
-		return nil, nil, fmt.Errorf("EK public key: %w", err)
-	}
 	// Everything but the key itself must be the template's. (The union is
-	// rebuilt from the parsed modulus: marshalling a union whose contents
-	// do not match its selector panics in go-tpm.)
-	want := tpm2.RSAEKTemplate
-	want.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, modulus)
-	if !bytes.Equal(tpm2.Marshal(pub), tpm2.Marshal(&want)) {
-		return nil, nil, errors.New("EK public area is not the standard RSA-2048 EK template")
-	}
-	rsaParms, err := pub.Parameters.RSADetail()
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := tpm2.RSAPub(rsaParms, modulus)
-	if err != nil {
-		return nil, nil, fmt.Errorf("EK public key: %w", err)
+	// rebuilt from the parsed key: marshalling a union whose contents do
+	// not match its selector panics in go-tpm.)
+	var want tpm2.TPMTPublic
+	var key crypto.PublicKey
+	switch pub.Type {
+	case tpm2.TPMAlgRSA:
+		modulus, err := pub.Unique.RSA()
+		if err != nil {
+			return nil, nil, fmt.Errorf("EK public key: %w", err)
+		}
+		want = tpm2.RSAEKTemplate
+		want.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, modulus)
+		if !bytes.Equal(tpm2.Marshal(pub), tpm2.Marshal(&want)) {
+			return nil, nil, errors.New("EK public area is not the standard RSA-2048 EK template")
+		}
+		parms, err := pub.Parameters.RSADetail()
+		if err != nil {
+			return nil, nil, err
+		}
+		if key, err = tpm2.RSAPub(parms, modulus); err != nil {
+			return nil, nil, fmt.Errorf("EK public key: %w", err)
+		}
+	case tpm2.TPMAlgECC:
+		point, err := pub.Unique.ECC()
+		if err != nil {
+			return nil, nil, fmt.Errorf("EK public key: %w", err)
+		}
+		want = tpm2.ECCEKTemplate
+		want.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, point)
+		if !bytes.Equal(tpm2.Marshal(pub), tpm2.Marshal(&want)) {
+			return nil, nil, errors.New("EK public area is not the standard ECC P-256 EK template")
+		}
+		parms, err := pub.Parameters.ECCDetail()
+		if err != nil {
+			return nil, nil, err
+		}
+		ecKey, err := tpm2.ECDSAPub(parms, point)
+		if err != nil {
+			return nil, nil, fmt.Errorf("EK public key: %w", err)
+		}
+		// ECDSAPub does not check that the point is on the curve; the
+		// challenge's ECDH would then leak (or fail) on a chosen point.
+		if _, err := ecKey.ECDH(); err != nil {
+			return nil, nil, fmt.Errorf("EK public key: %w", err)
+		}
+		key = ecKey
+	default:
+		return nil, nil, fmt.Errorf("EK public area is of type %v, not a standard RSA-2048 or ECC P-256 EK", pub.Type)
 	}
 	return pub, key, nil
 }

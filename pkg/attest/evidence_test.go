@@ -129,8 +129,8 @@ func TestParseEKPublicAndChallenge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if key.N.BitLen() != 2048 {
-		t.Fatalf("EK key of %d bits", key.N.BitLen())
+	if rsaKey, ok := key.(*rsa.PublicKey); !ok || rsaKey.N.BitLen() != 2048 {
+		t.Fatalf("EK key %T", key)
 	}
 	_, akArea := newAK(t)
 	ak, err := ParseAK(akArea)
@@ -160,5 +160,44 @@ func TestParseEKPublicAndChallenge(t *testing.T) {
 	}
 	if _, _, err := ParseEKPublic(append(area, 0)); err == nil {
 		t.Fatal("trailing byte accepted")
+	}
+}
+
+// eccEK is the public area of the standard ECC P-256 EK for a software key.
+func eccEK(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := tpm2.ECCEKTemplate
+	pub.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+		X: tpm2.TPM2BECCParameter{Buffer: key.X.FillBytes(make([]byte, 32))},
+		Y: tpm2.TPM2BECCParameter{Buffer: key.Y.FillBytes(make([]byte, 32))},
+	})
+	return tpm2.Marshal(&pub)
+}
+
+func TestParseECCEKPublic(t *testing.T) {
+	area := eccEK(t)
+	ek, key, err := ParseEKPublic(area)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := key.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
+		t.Fatalf("EK key %T", key)
+	}
+	_, akArea := newAK(t)
+	ak, _ := ParseAK(akArea)
+	if c, err := MakeChallenge(ek, ak.Name); err != nil || len(c.CredentialBlob) == 0 || len(c.EncryptedSecret) == 0 {
+		t.Fatalf("challenge to an ECC EK: %+v, %v", c, err)
+	}
+	// A point off the curve is refused, not used for ECDH.
+	pub, _ := tpm2.Unmarshal[tpm2.TPMTPublic](area)
+	pub.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+		X: tpm2.TPM2BECCParameter{Buffer: bytes.Repeat([]byte{1}, 32)}, Y: tpm2.TPM2BECCParameter{Buffer: bytes.Repeat([]byte{2}, 32)},
+	})
+	if _, _, err := ParseEKPublic(tpm2.Marshal(pub)); err == nil {
+		t.Fatal("a point off the curve accepted")
 	}
 }

@@ -225,8 +225,21 @@ func TestTPMNodeAttestation(t *testing.T) {
 		t.Fatalf("kube-apiserver sees the TPM node as %q", got)
 	}
 
-	// An EK outside the policy's roots.
+	// Another TPM, with its ECC P-256 EK (certificate at NV 0x01c0000a,
+	// from another vendor root).
 	tpmB := framework.StartSWTPM(t)
+	eccRoot := framework.ProvisionECCEKCertificate(t, tpmB)
+	tpmPolicy(t, "e2e-tpm-ecc", eccRoot, nil, readPCRs(t, tpmB))
+	attestorE := &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpmB) }, Node: "tpm-node-e", Policy: "e2e-tpm-ecc", Dir: t.TempDir(), EK: tpmnode.EKECC}
+	eccCSR, err := attestedCSR(t, bootstrapClient, attestorE, "tpm-node-e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := create(t, bootstrapClient, eccCSR); len(got.Status.Certificate) == 0 || conditionOf(got, certv1alpha1.CertificateAttested).Status != metav1.ConditionTrue {
+		t.Fatalf("the ECC EK's attestation: %+v", got.Status)
+	}
+
+	// An EK outside the policy's roots.
 	otherRoot := fixtures.SelfSignedCertPEM(t, "not a TPM vendor")
 	tpmPolicy(t, "e2e-tpm-other-root", otherRoot, nil, readPCRs(t, tpmB))
 	attestorB := &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpmB) }, Node: "tpm-node-b", Policy: "e2e-tpm-other-root", Dir: t.TempDir()}

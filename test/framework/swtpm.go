@@ -1,17 +1,25 @@
 package framework
 
 import (
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
 	"rekey.io/rekey/pkg/agent/tpmnode"
+	"rekey.io/rekey/pkg/attest"
+	"rekey.io/rekey/pkg/pki"
 )
 
 // SWTPMLocalCA is where swtpm_setup's local CA keeps the certificates
@@ -89,4 +97,71 @@ func SWTPMRoots(t testing.TB) (root, intermediate []byte) {
 		t.Fatal(err)
 	}
 	return root, intermediate
+}
+
+// ProvisionECCEKCertificate does what a TPM vendor does for the standard
+// ECC P-256 EK, which swtpm_setup does not make (its ECC EK is P-384, at
+// another index): it certifies the TPM's P-256 EK with a CA of its own and
+// writes the certificate to NV index 0x01c0000a. It returns the CA
+// certificate (PEM), the root to put in a policy.
+func ProvisionECCEKCertificate(t testing.TB, addr string) []byte {
+	t.Helper()
+	dev, err := tpmnode.Open(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := dev.EKOf(tpmnode.EKECC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Flush(ek.Handle)
+	_ = dev.Close()
+	_, ekKey, err := attest.ParseEKPublic(ek.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.NewCA("emulated TPM vendor EK root", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:           x509.KeyUsageKeyAgreement,
+		UnknownExtKeyUsage: []asn1.ObjectIdentifier{{2, 23, 133, 8, 1}},
+	}, ca.Cert, ekKey, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hostPort := strings.TrimPrefix(addr, "tcp://")
+	conn, err := net.DialTimeout("tcp", hostPort, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm := transport.FromReadWriteCloser(conn)
+	defer func() { _ = tpm.Close() }()
+	index := tpmnode.EKCertificateIndexECC
+	nvPublic := tpm2.New2B(tpm2.TPMSNVPublic{
+		NVIndex: index, NameAlg: tpm2.TPMAlgSHA256, DataSize: uint16(len(certDER)),
+		Attributes: tpm2.TPMANV{OwnerWrite: true, AuthWrite: true, OwnerRead: true, AuthRead: true, NoDA: true, NT: tpm2.TPMNTOrdinary},
+	})
+	if _, err := (tpm2.NVDefineSpace{AuthHandle: tpm2.TPMRHOwner, PublicInfo: nvPublic}).Execute(tpm); err != nil {
+		t.Fatalf("defining NV index %#x: %v", index, err)
+	}
+	read, err := tpm2.NVReadPublic{NVIndex: index}.Execute(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(certDER); off += 512 {
+		chunk := certDER[off:min(off+512, len(certDER))]
+		_, err := tpm2.NVWrite{
+			AuthHandle: tpm2.AuthHandle{Handle: index, Name: read.NVName, Auth: tpm2.PasswordAuth(nil)},
+			NVIndex:    tpm2.NamedHandle{Handle: index, Name: read.NVName},
+			Data:       tpm2.TPM2BMaxNVBuffer{Buffer: chunk}, Offset: uint16(off),
+		}.Execute(tpm)
+		if err != nil {
+			t.Fatalf("writing the EK certificate: %v", err)
+		}
+	}
+	return ca.CertPEM()
 }

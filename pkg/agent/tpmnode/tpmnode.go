@@ -21,8 +21,34 @@ import (
 	"rekey.io/rekey/pkg/pki"
 )
 
-// EKCertificateIndexRSA is the NV index of the RSA-2048 EK certificate.
-const EKCertificateIndexRSA tpm2.TPMHandle = 0x01c00002
+// NV indexes of the EK certificates (TCG EK Credential Profile).
+const (
+	EKCertificateIndexRSA tpm2.TPMHandle = 0x01c00002
+	EKCertificateIndexECC tpm2.TPMHandle = 0x01c0000a
+)
+
+// EKType is which of the TPM's standard EKs to use.
+type EKType string
+
+// EK types.
+const (
+	EKRSA EKType = "rsa"
+	EKECC EKType = "ecc"
+)
+
+func (t EKType) index() tpm2.TPMHandle {
+	if t == EKECC {
+		return EKCertificateIndexECC
+	}
+	return EKCertificateIndexRSA
+}
+
+func (t EKType) template() tpm2.TPMTPublic {
+	if t == EKECC {
+		return tpm2.ECCEKTemplate
+	}
+	return tpm2.RSAEKTemplate
+}
 
 // Device is an open TPM.
 type Device struct {
@@ -51,8 +77,13 @@ func (d *Device) Close() error { return d.tpm.Close() }
 
 // EKCertificate reads the RSA EK certificate from its NV index (DER,
 // possibly padded).
-func (d *Device) EKCertificate() ([]byte, error) {
-	pub, err := tpm2.NVReadPublic{NVIndex: EKCertificateIndexRSA}.Execute(d.tpm)
+func (d *Device) EKCertificate() ([]byte, error) { return d.EKCertificateOf(EKRSA) }
+
+// EKCertificateOf reads the certificate of the RSA or ECC EK from its NV
+// index (DER, possibly padded).
+func (d *Device) EKCertificateOf(t EKType) ([]byte, error) {
+	index := t.index()
+	pub, err := tpm2.NVReadPublic{NVIndex: index}.Execute(d.tpm)
 	if err != nil {
 		return nil, fmt.Errorf("reading the EK certificate's NV index: %w", err)
 	}
@@ -65,8 +96,8 @@ func (d *Device) EKCertificate() ([]byte, error) {
 	for off := uint16(0); off < nv.DataSize; {
 		n := min(chunk, nv.DataSize-off)
 		rsp, err := tpm2.NVRead{
-			AuthHandle: tpm2.AuthHandle{Handle: EKCertificateIndexRSA, Name: pub.NVName, Auth: tpm2.PasswordAuth(nil)},
-			NVIndex:    tpm2.NamedHandle{Handle: EKCertificateIndexRSA, Name: pub.NVName},
+			AuthHandle: tpm2.AuthHandle{Handle: index, Name: pub.NVName, Auth: tpm2.PasswordAuth(nil)},
+			NVIndex:    tpm2.NamedHandle{Handle: index, Name: pub.NVName},
 			Size:       n, Offset: off,
 		}.Execute(d.tpm)
 		if err != nil {
@@ -88,10 +119,13 @@ type Key struct {
 
 // EK loads the standard RSA EK (the TPM derives the same key every time,
 // the one its certificate names). Flush it when done.
-func (d *Device) EK() (*Key, error) {
+func (d *Device) EK() (*Key, error) { return d.EKOf(EKRSA) }
+
+// EKOf loads the standard RSA or ECC EK. Flush it when done.
+func (d *Device) EKOf(t EKType) (*Key, error) {
 	rsp, err := tpm2.CreatePrimary{
 		PrimaryHandle: tpm2.TPMRHEndorsement,
-		InPublic:      tpm2.New2B(tpm2.RSAEKTemplate),
+		InPublic:      tpm2.New2B(t.template()),
 	}.Execute(d.tpm)
 	if err != nil {
 		return nil, fmt.Errorf("loading the EK: %w", err)

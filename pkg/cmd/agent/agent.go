@@ -67,6 +67,8 @@ type RunOptions struct {
 	// tcp://HOST:PORT), under AttestationPolicy.
 	TPM               string
 	AttestationPolicy string
+	// TPMEK is the EK to attest with: rsa or ecc.
+	TPMEK string
 }
 
 // Signers in Attestation approval mode, the defaults with --tpm.
@@ -124,6 +126,7 @@ func newRunCommand() *cobra.Command {
 	fs.StringVar(&o.TrustBundleFile, "trust-bundle-file", "", "a trust bundle of the client certificate's CA (a published ConfigMap's ca.crt, mounted); when it holds a newer CA than the certificate's issuer, the certificate is renewed at once")
 	fs.DurationVar(&o.RenewBefore, "renew-before", 0, "renew no later than this long before the certificate expires (0: at the jittered 70-90% point of its lifetime only)")
 	fs.StringVar(&o.TPM, "tpm", "", "attest every request with this TPM: a device (/dev/tpmrm0) or tcp://HOST:PORT (swtpm's command port). The signers then default to "+DefaultTPMSignerName+" and "+DefaultTPMServingSignerName+"; the attestation key is kept in --cert-dir")
+	fs.StringVar(&o.TPMEK, "tpm-ek", string(tpmnode.EKRSA), "with --tpm: the EK to attest with, rsa (certificate at NV 0x01c00002) or ecc (0x01c0000a)")
 	fs.StringVar(&o.AttestationPolicy, "attestation-policy", "", "with --tpm: the AttestationPolicy to attest under (required with --tpm)")
 	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
@@ -144,6 +147,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if (o.TPM == "") != (o.AttestationPolicy == "") {
 		return errors.New("--tpm and --attestation-policy go together")
+	}
+	if o.TPM != "" && o.TPMEK != string(tpmnode.EKRSA) && o.TPMEK != string(tpmnode.EKECC) {
+		return fmt.Errorf("--tpm-ek %q is not rsa or ecc", o.TPMEK)
 	}
 	if o.Serving && len(o.NodeIPs)+len(o.NodeDNSNames) == 0 {
 		return errors.New("--serving needs at least one --node-ip or --node-dns")
@@ -190,7 +196,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	for _, m := range managers {
 		if o.TPM != "" {
 			tpm := o.TPM
-			m.Attestor = &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpm) }, Node: o.NodeName, Policy: o.AttestationPolicy, Dir: o.CertDir}
+			m.Attestor = &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpm) }, Node: o.NodeName, Policy: o.AttestationPolicy, Dir: o.CertDir, EK: tpmnode.EKType(o.TPMEK)}
 		}
 		if o.ExpirationSeconds > 0 {
 			m.ExpirationSeconds = &o.ExpirationSeconds

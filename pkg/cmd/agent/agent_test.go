@@ -30,7 +30,8 @@ func TestRunOptionsValidate(t *testing.T) {
 		"addresses without serving": {mutate: func(o *RunOptions) { o.NodeIPs = []net.IP{net.ParseIP("10.0.0.1")} }, want: "--serving"},
 		"tpm without a policy":      {mutate: func(o *RunOptions) { o.TPM = "/dev/tpmrm0" }, want: "--attestation-policy"},
 		"policy without a tpm":      {mutate: func(o *RunOptions) { o.AttestationPolicy = "p" }, want: "--tpm"},
-		"tpm with a policy":         {mutate: func(o *RunOptions) { o.TPM, o.AttestationPolicy = "tcp://127.0.0.1:2321", "p" }},
+		"tpm with a policy":         {mutate: func(o *RunOptions) { o.TPM, o.AttestationPolicy, o.TPMEK = "tcp://127.0.0.1:2321", "p", "ecc" }},
+		"unknown EK type":           {mutate: func(o *RunOptions) { o.TPM, o.AttestationPolicy, o.TPMEK = "tcp://127.0.0.1:2321", "p", "dsa" }, want: "--tpm-ek"},
 		"serving with an address": {mutate: func(o *RunOptions) {
 			o.Serving, o.NodeDNSNames = true, []string{"n.example.com"}
 		}},
