@@ -11,16 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"rekey.io/rekey/pkg/apis/attestation"
-	"rekey.io/rekey/pkg/apis/attestation/validation"
 	"rekey.io/rekey/pkg/attest"
-	"rekey.io/rekey/pkg/registry"
 )
 
 // ConditionReady is a NodeAttestation's one condition: True once a
@@ -88,24 +84,6 @@ func SetReady(n *attestation.NodeAttestation, status metav1.ConditionStatus, rea
 type statusStore interface {
 	Get(ctx context.Context, name string) (*attestation.NodeAttestation, error)
 	Write(ctx context.Context, name string, change func(*attestation.NodeAttestation) error, dryRun []string) (*attestation.NodeAttestation, error)
-}
-
-// serverStatusStrategy is /status's strategy without the identity check:
-// the StatusWriter's callers decide what is written.
-type serverStatusStrategy struct{ strategy }
-
-func (serverStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
-}
-
-func (serverStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	n, prev := obj.(*attestation.NodeAttestation), old.(*attestation.NodeAttestation)
-	n.Spec = prev.Spec
-	registry.KeepMetadata(n, prev)
-}
-
-func (serverStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateNodeAttestationStatusUpdate(obj.(*attestation.NodeAttestation), old.(*attestation.NodeAttestation))
 }
 
 // ChallengeREST serves POST of a ChallengeRequest to

@@ -67,7 +67,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ch
 	writer := &StatusWriter{store: &server}
 	return &Storage{
 		NodeAttestation: registry.NewREST(store, "rnodeatt"),
-		Status:          registry.NewSubresourceREST(store, statusStrategy{s}),
+		Status:          registry.NewSubresourceREST(store, statusStrategy{serverStatusStrategy{s}}),
 		Challenge:       &ChallengeREST{status: writer, challenger: challenger, clock: clk},
 		StatusWriter:    writer,
 	}, nil

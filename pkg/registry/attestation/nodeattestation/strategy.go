@@ -72,25 +72,34 @@ func (strategy) Canonicalize(runtime.Object)                   {}
 func (strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
 func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
 
-// statusStrategy serves /status: rekey's own identity alone.
-type statusStrategy struct{ strategy }
+// serverStatusStrategy writes status only, keeping spec and metadata: the
+// strategy of the StatusWriter, whose callers (the challenge subresource,
+// the attestation of a request) decide what is written.
+type serverStatusStrategy struct{ strategy }
 
-// GetResetFields: spec is not /status's.
-func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+// GetResetFields: spec is not status's.
+func (serverStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return map[fieldpath.APIVersion]*fieldpath.Set{apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
 }
 
 // PrepareForUpdate keeps spec and metadata.
-func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+func (serverStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	n, prev := obj.(*attestation.NodeAttestation), old.(*attestation.NodeAttestation)
 	n.Spec = prev.Spec
 	registry.KeepMetadata(n, prev)
 }
 
+func (serverStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateNodeAttestationStatusUpdate(obj.(*attestation.NodeAttestation), old.(*attestation.NodeAttestation))
+}
+
+// statusStrategy serves /status: the same, for rekey's own identity alone.
+type statusStrategy struct{ serverStatusStrategy }
+
 // ValidateUpdate refuses anyone but rekey itself, then checks status.
-func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+func (s statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	if errs := registry.ControllersOnly(ctx); len(errs) > 0 {
 		return errs
 	}
-	return validation.ValidateNodeAttestationStatusUpdate(obj.(*attestation.NodeAttestation), old.(*attestation.NodeAttestation))
+	return s.serverStatusStrategy.ValidateUpdate(ctx, obj, old)
 }

@@ -49,7 +49,7 @@ func TestMainResourceKeepsStatusAndDropsStaleChallenges(t *testing.T) {
 
 // /status is rekey's own identity's alone, and keeps spec.
 func TestStatusIsTheServers(t *testing.T) {
-	s := statusStrategy{NewStrategy(runtime.NewScheme())}
+	s := statusStrategy{serverStatusStrategy{NewStrategy(runtime.NewScheme())}}
 	old := challenged()
 	updated := old.DeepCopy()
 	updated.Spec.PolicyName = "other"
