@@ -42,7 +42,7 @@ func tpmPolicy(t *testing.T, name string, root, intermediate []byte, values map[
 	spec := attv1alpha1.AttestationPolicySpec{
 		EKRootCertificates: string(root), EKIntermediateCertificates: string(intermediate),
 		PCRPolicy:   attv1alpha1.PCRPolicy{Mode: attv1alpha1.PCRModeFixed, Selection: []int32{0, 7}},
-		SignerNames: []string{tpmClientSigner},
+		SignerNames: []string{tpmClientSigner, "rekey.io/kubelet-serving-tpm"},
 	}
 	for _, i := range []int{0, 7} {
 		spec.PCRPolicy.Values = append(spec.PCRPolicy.Values, attv1alpha1.PCRValue{Index: int32(i), Value: hex.EncodeToString(values[i])})
@@ -223,6 +223,20 @@ func TestTPMNodeAttestation(t *testing.T) {
 	}
 	if got := whoAmI(t, nodeKubeconfig); got != "system:node:tpm-node-a" {
 		t.Fatalf("kube-apiserver sees the TPM node as %q", got)
+	}
+	// Its serving certificate, asked for as the node, attested the same way.
+	out, err = exec.Command(agentBin, "run", "--once", "--tpm", tpmA, "--attestation-policy", "e2e-tpm", "--node-name", "tpm-node-a",
+		"--cert-dir", certDir, "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", nodeKubeconfig, "--issuer-check-interval", "0", "--wait-timeout", "1m",
+		"--serving", "--node-ip", "10.0.0.7", "--node-dns", "tpm-node-a.example.com").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rekey-agent run --tpm --serving: %v\n%s", err, out)
+	}
+	serving, err := (&agent.Store{Dir: certDir, Prefix: agent.PrefixServer}).Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serving.Leaf.Subject.CommonName != "system:node:tpm-node-a" || len(serving.Leaf.DNSNames) != 1 || serving.Leaf.DNSNames[0] != "tpm-node-a.example.com" {
+		t.Fatalf("serving certificate for %v %v", serving.Leaf.Subject, serving.Leaf.DNSNames)
 	}
 
 	// Another TPM, with its ECC P-256 EK (certificate at NV 0x01c0000a,
