@@ -33,6 +33,7 @@ import (
 	"rekey.io/rekey/pkg/nodeattest"
 	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
 	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
+	credstorage "rekey.io/rekey/pkg/registry/rotation/rotatingcredential"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
@@ -98,6 +99,8 @@ type ExtraConfig struct {
 	// CertificateAuthorities is the getter the admission plugins were given;
 	// New binds it to the storage it makes.
 	CertificateAuthorities *rekeyinit.LateGetter
+	// RotatingCredentials is the same for RotatingCredentials.
+	RotatingCredentials *rekeyinit.LateCredentialGetter
 
 	// NodeTrust, in standalone mode, authenticates nodes with the client
 	// certificates of rekey's own kubelet client CA.
@@ -259,10 +262,20 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	if c.ExtraConfig.CertificateAuthorities != nil {
 		c.ExtraConfig.CertificateAuthorities.Bind(cas.CertificateAuthority)
 	}
+	creds, err := credstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock)
+	if err != nil {
+		return fmt.Errorf("creating rotatingcredentials storage: %w", err)
+	}
+	if c.ExtraConfig.RotatingCredentials != nil {
+		c.ExtraConfig.RotatingCredentials.Bind(creds.RotatingCredential)
+	}
 	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificateauthorities":        cas.CertificateAuthority,
 		"certificateauthorities/status": cas.Status,
 		"certificateauthorities/rotate": cas.Rotate,
+		"rotatingcredentials":           creds.RotatingCredential,
+		"rotatingcredentials/status":    creds.Status,
+		"rotatingcredentials/rotate":    creds.Rotate,
 	}
 	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)

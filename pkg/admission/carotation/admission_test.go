@@ -66,6 +66,7 @@ func TestEveryPhaseAndAction(t *testing.T) {
 func TestInvalidAndMissing(t *testing.T) {
 	p := New()
 	p.SetCertificateAuthorities(getter{})
+	p.SetRotatingCredentials(credGetter{})
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,5 +84,45 @@ func TestInvalidAndMissing(t *testing.T) {
 	}
 	if err := New().ValidateInitialization(); err == nil {
 		t.Error("initialized without a getter")
+	}
+}
+
+type credGetter map[string]*rotation.RotatingCredential
+
+func (g credGetter) Get(_ context.Context, namespace, name string) (*rotation.RotatingCredential, error) {
+	if rc, ok := g[namespace+"/"+name]; ok {
+		return rc, nil
+	}
+	return nil, apierrors.NewNotFound(rotation.Resource("rotatingcredentials"), name)
+}
+
+// TestRotatingCredentialPhases: Start except while a grace period runs,
+// Complete only then, never with force; the refusal names the phase.
+func TestRotatingCredentialPhases(t *testing.T) {
+	allowed := map[rotation.RotationAction]map[rotation.CredentialPhase]bool{
+		rotation.RotationStart:    {rotation.CredentialPhaseNone: true, rotation.CredentialCompleted: true},
+		rotation.RotationComplete: {rotation.CredentialRotating: true},
+	}
+	for _, action := range []rotation.RotationAction{rotation.RotationStart, rotation.RotationComplete} {
+		for _, phase := range []rotation.CredentialPhase{rotation.CredentialPhaseNone, rotation.CredentialRotating, rotation.CredentialCompleted} {
+			p := New()
+			p.SetRotatingCredentials(credGetter{"team/db": {ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team"}, Status: rotation.RotatingCredentialStatus{Phase: phase}}})
+			a := admission.NewAttributesRecord(&rotation.Rotation{Action: action}, nil, rotation.Kind("Rotation").WithVersion("v1alpha1"), "team", "db",
+				rotation.Resource("rotatingcredentials").WithVersion("v1alpha1"), "rotate", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "op"})
+			err := p.Validate(context.Background(), a, nil)
+			if allowed[action][phase] && err != nil {
+				t.Errorf("%s in %q refused: %v", action, phase, err)
+			}
+			if !allowed[action][phase] && (!apierrors.IsConflict(err) || (phase != "" && !strings.Contains(err.Error(), "phase is "+string(phase)))) {
+				t.Errorf("%s in %q: %v, want 409 naming the phase", action, phase, err)
+			}
+		}
+	}
+	p := New()
+	p.SetRotatingCredentials(credGetter{})
+	a := admission.NewAttributesRecord(&rotation.Rotation{Action: rotation.RotationStart}, nil, rotation.Kind("Rotation").WithVersion("v1alpha1"), "team", "nope",
+		rotation.Resource("rotatingcredentials").WithVersion("v1alpha1"), "rotate", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "op"})
+	if err := p.Validate(context.Background(), a, nil); !apierrors.IsNotFound(err) {
+		t.Errorf("missing RotatingCredential: %v", err)
 	}
 }

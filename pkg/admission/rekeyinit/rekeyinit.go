@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 )
@@ -32,6 +33,7 @@ type WantsCertificateAuthorities interface {
 // Initializer hands the getter to the plugins that want it.
 type Initializer struct {
 	CertificateAuthorities CertificateAuthorityGetter
+	RotatingCredentials    RotatingCredentialGetter
 }
 
 var _ admission.PluginInitializer = Initializer{}
@@ -40,6 +42,9 @@ var _ admission.PluginInitializer = Initializer{}
 func (i Initializer) Initialize(plugin admission.Interface) {
 	if w, ok := plugin.(WantsCertificateAuthorities); ok {
 		w.SetCertificateAuthorities(i.CertificateAuthorities)
+	}
+	if w, ok := plugin.(WantsRotatingCredentials); ok {
+		w.SetRotatingCredentials(i.RotatingCredentials)
 	}
 }
 
@@ -73,4 +78,41 @@ func (l *LateGetter) Get(ctx context.Context, name string) (*rotation.Certificat
 		return nil, fmt.Errorf("storage returned %T, not a CertificateAuthority", obj)
 	}
 	return ca, nil
+}
+
+// RotatingCredentialGetter reads a RotatingCredential.
+type RotatingCredentialGetter interface {
+	Get(ctx context.Context, namespace, name string) (*rotation.RotatingCredential, error)
+}
+
+// WantsRotatingCredentials is implemented by plugins that read
+// RotatingCredentials.
+type WantsRotatingCredentials interface {
+	SetRotatingCredentials(RotatingCredentialGetter)
+	admission.InitializationValidator
+}
+
+// LateCredentialGetter is LateGetter for RotatingCredentials.
+type LateCredentialGetter struct {
+	storage atomic.Pointer[StorageGetter]
+}
+
+// Bind sets the storage.
+func (l *LateCredentialGetter) Bind(s StorageGetter) { l.storage.Store(&s) }
+
+// Get implements RotatingCredentialGetter.
+func (l *LateCredentialGetter) Get(ctx context.Context, namespace, name string) (*rotation.RotatingCredential, error) {
+	s := l.storage.Load()
+	if s == nil {
+		return nil, errors.New("rotating credential storage is not ready yet")
+	}
+	obj, err := (*s).Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rc, ok := obj.(*rotation.RotatingCredential)
+	if !ok {
+		return nil, fmt.Errorf("storage returned %T, not a RotatingCredential", obj)
+	}
+	return rc, nil
 }

@@ -27,6 +27,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &RotatingCredential{}, &RotatingCredentialList{})
 	return nil
 }

@@ -181,14 +181,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	// Plugins that read CertificateAuthorities get them from storage, which
 	// the server makes later: the getter is bound then.
-	cas := &rekeyinit.LateGetter{}
-	initializer := rekeyinit.Initializer{CertificateAuthorities: cas}
+	cas, creds := &rekeyinit.LateGetter{}, &rekeyinit.LateCredentialGetter{}
+	initializer := rekeyinit.Initializer{CertificateAuthorities: cas, RotatingCredentials: creds}
 	o.AuthorizationRate.ApplyTo(ro, initializer)
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}
 	cfg := &apiserver.Config{GenericConfig: genericConfig}
 	cfg.ExtraConfig.CertificateAuthorities = cas
+	cfg.ExtraConfig.RotatingCredentials = creds
 	cfg.ExtraConfig.KubeConfig = genericConfig.ClientConfig
 	cfg.ExtraConfig.Etcd.Transport = ro.Etcd.StorageConfig.Transport
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)

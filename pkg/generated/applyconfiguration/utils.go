@@ -92,18 +92,36 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.CertificateAuthoritySpecApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("CertificateAuthorityStatus"):
 		return &applyconfigurationrotationv1alpha1.CertificateAuthorityStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("ClientCertificateMinter"):
+		return &applyconfigurationrotationv1alpha1.ClientCertificateMinterApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("ConfigMapPublish"):
 		return &applyconfigurationrotationv1alpha1.ConfigMapPublishApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("FileKeyStore"):
 		return &applyconfigurationrotationv1alpha1.FileKeyStoreApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("KeyStore"):
 		return &applyconfigurationrotationv1alpha1.KeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("Minter"):
+		return &applyconfigurationrotationv1alpha1.MinterApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("PendingRenewal"):
 		return &applyconfigurationrotationv1alpha1.PendingRenewalApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("PKCS11KeyStore"):
 		return &applyconfigurationrotationv1alpha1.PKCS11KeyStoreApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("Publish"):
 		return &applyconfigurationrotationv1alpha1.PublishApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("RandomMinter"):
+		return &applyconfigurationrotationv1alpha1.RandomMinterApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("RotatingCredential"):
+		return &applyconfigurationrotationv1alpha1.RotatingCredentialApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("RotatingCredentialSpec"):
+		return &applyconfigurationrotationv1alpha1.RotatingCredentialSpecApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("RotatingCredentialStatus"):
+		return &applyconfigurationrotationv1alpha1.RotatingCredentialStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
+		return &applyconfigurationrotationv1alpha1.SecretReferenceApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("ServiceAccountTokenMinter"):
+		return &applyconfigurationrotationv1alpha1.ServiceAccountTokenMinterApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("WebhookMinter"):
+		return &applyconfigurationrotationv1alpha1.WebhookMinterApplyConfiguration{}
 
 	}
 	return nil

@@ -122,13 +122,23 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.CertificateAuthorityList{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityList(ref),
 		rotationv1alpha1.CertificateAuthoritySpec{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref),
 		rotationv1alpha1.CertificateAuthorityStatus{}.OpenAPIModelName():             schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref),
+		rotationv1alpha1.ClientCertificateMinter{}.OpenAPIModelName():                schema_pkg_apis_rotation_v1alpha1_ClientCertificateMinter(ref),
 		rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName():                       schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref),
 		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():                           schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
 		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
+		rotationv1alpha1.Minter{}.OpenAPIModelName():                                 schema_pkg_apis_rotation_v1alpha1_Minter(ref),
 		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
 		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
 		rotationv1alpha1.Publish{}.OpenAPIModelName():                                schema_pkg_apis_rotation_v1alpha1_Publish(ref),
+		rotationv1alpha1.RandomMinter{}.OpenAPIModelName():                           schema_pkg_apis_rotation_v1alpha1_RandomMinter(ref),
+		rotationv1alpha1.RotatingCredential{}.OpenAPIModelName():                     schema_pkg_apis_rotation_v1alpha1_RotatingCredential(ref),
+		rotationv1alpha1.RotatingCredentialList{}.OpenAPIModelName():                 schema_pkg_apis_rotation_v1alpha1_RotatingCredentialList(ref),
+		rotationv1alpha1.RotatingCredentialSpec{}.OpenAPIModelName():                 schema_pkg_apis_rotation_v1alpha1_RotatingCredentialSpec(ref),
+		rotationv1alpha1.RotatingCredentialStatus{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_RotatingCredentialStatus(ref),
 		rotationv1alpha1.Rotation{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
+		rotationv1alpha1.SecretReference{}.OpenAPIModelName():                        schema_pkg_apis_rotation_v1alpha1_SecretReference(ref),
+		rotationv1alpha1.ServiceAccountTokenMinter{}.OpenAPIModelName():              schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenMinter(ref),
+		rotationv1alpha1.WebhookMinter{}.OpenAPIModelName():                          schema_pkg_apis_rotation_v1alpha1_WebhookMinter(ref),
 	}
 }
 
@@ -4580,6 +4590,63 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.Ref
 	}
 }
 
+func schema_pkg_apis_rotation_v1alpha1_ClientCertificateMinter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClientCertificateMinter makes a key pair in rekey and a client certificate for it through a rekey Signer: tls.crt, tls.key, ca.crt.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"signerName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "signerName is the rekey signer that signs it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"commonName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "commonName of the certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"organizations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "organizations of the certificate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"duration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "duration of the certificate (default: rotationInterval plus gracePeriod, at least 10m).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"signerName", "commonName"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -4689,6 +4756,51 @@ func schema_pkg_apis_rotation_v1alpha1_KeyStore(ref common.ReferenceCallback) co
 		},
 		Dependencies: []string{
 			rotationv1alpha1.FileKeyStore{}.OpenAPIModelName(), rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_Minter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Minter is a minter type and its settings (exactly the block of its type).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"type": {
+						SchemaProps: spec.SchemaProps{
+							Description: "type is Random, ClientCertificate, ServiceAccountToken or Webhook.\n\nPossible enum values:\n - `\"ClientCertificate\"`\n - `\"Random\"`\n - `\"ServiceAccountToken\"`\n - `\"Webhook\"`",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"ClientCertificate", "Random", "ServiceAccountToken", "Webhook"},
+						},
+					},
+					"random": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(rotationv1alpha1.RandomMinter{}.OpenAPIModelName()),
+						},
+					},
+					"clientCertificate": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(rotationv1alpha1.ClientCertificateMinter{}.OpenAPIModelName()),
+						},
+					},
+					"serviceAccountToken": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(rotationv1alpha1.ServiceAccountTokenMinter{}.OpenAPIModelName()),
+						},
+					},
+					"webhook": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(rotationv1alpha1.WebhookMinter{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"type"},
+			},
+		},
+		Dependencies: []string{
+			rotationv1alpha1.ClientCertificateMinter{}.OpenAPIModelName(), rotationv1alpha1.RandomMinter{}.OpenAPIModelName(), rotationv1alpha1.ServiceAccountTokenMinter{}.OpenAPIModelName(), rotationv1alpha1.WebhookMinter{}.OpenAPIModelName()},
 	}
 }
 
@@ -4812,6 +4924,266 @@ func schema_pkg_apis_rotation_v1alpha1_Publish(ref common.ReferenceCallback) com
 	}
 }
 
+func schema_pkg_apis_rotation_v1alpha1_RandomMinter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RandomMinter makes a random token from crypto/rand.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "key is the Secret key (default \"token\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"length": {
+						SchemaProps: spec.SchemaProps{
+							Description: "length is the number of random bytes (default 32), or of characters when alphabet is set.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"alphabet": {
+						SchemaProps: spec.SchemaProps{
+							Description: "alphabet, when set, draws each character uniformly from it instead of encoding random bytes as URL-safe base64.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_RotatingCredential(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RotatingCredential keeps a credential in a Secret of its namespace and replaces it when it is due: rekey mints a new one, keeps the previous one beside it (keys suffixed \".old\") for a grace period, then revokes it where the minter can and removes the \".old\" keys.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(rotationv1alpha1.RotatingCredentialSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(rotationv1alpha1.RotatingCredentialStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), rotationv1alpha1.RotatingCredentialSpec{}.OpenAPIModelName(), rotationv1alpha1.RotatingCredentialStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_RotatingCredentialList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RotatingCredentialList is a list of RotatingCredentials.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the rotating credentials.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.RotatingCredential{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), rotationv1alpha1.RotatingCredential{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_RotatingCredentialSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RotatingCredentialSpec says where the credential lives, how often it is replaced and how it is made.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"secretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "secretRef is the Secret that holds the credential (created if missing, labelled rekey.io/managed-by=rekey).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.SecretReference{}.OpenAPIModelName()),
+						},
+					},
+					"rotationInterval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "rotationInterval is how long a credential is current before a new one is minted (at least 30s; default 720h).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"gracePeriod": {
+						SchemaProps: spec.SchemaProps{
+							Description: "gracePeriod is how long the previous credential stays in the Secret (and valid) after a new one is minted (default 10m; less than rotationInterval).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"minter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "minter makes (and revokes) the credential.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.Minter{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"secretRef", "minter"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.Minter{}.OpenAPIModelName(), rotationv1alpha1.SecretReference{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_RotatingCredentialStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RotatingCredentialStatus is written by rekey.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "observedGeneration is the generation this status describes.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase is \"\", Rotating or Completed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"mintTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "mintTime is when the current credential was minted.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"nextRotationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "nextRotationTime is when the next one is due.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"graceEndsTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "graceEndsTime is when the previous credential is revoked.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"credentialGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "credentialGeneration counts the mints; the current credential is this one.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"rotationRequestedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "rotationRequestedTime is when /rotate Start asked for a mint now.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionRequestedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completionRequestedTime is when /rotate Complete asked to end the grace period now.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Ready and Degraded.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_rotation_v1alpha1_Rotation(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -4861,5 +5233,111 @@ func schema_pkg_apis_rotation_v1alpha1_Rotation(ref common.ReferenceCallback) co
 		},
 		Dependencies: []string{
 			v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_SecretReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SecretReference names a Secret in the RotatingCredential's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenMinter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ServiceAccountTokenMinter requests a token through the host cluster's TokenRequest API, bound to an object rekey owns per generation: revoking deletes that object, and kube-apiserver then refuses the token.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"serviceAccountName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serviceAccountName in the RotatingCredential's namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"audiences": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "audiences of the token (default: the API server's).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"expirationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "expirationSeconds of the token (default: rotationInterval plus gracePeriod plus 10m; kube-apiserver may shorten or lengthen it).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"serviceAccountName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_WebhookMinter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "WebhookMinter asks an external system to mint and revoke (the protocol is in docs/credentials.md).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"url": {
+						SchemaProps: spec.SchemaProps{
+							Description: "url is the https endpoint that receives mint and revoke requests.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"caBundle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "caBundle verifies its serving certificate (PEM; default: the system roots).",
+							Type:        []string{"string"},
+							Format:      "byte",
+						},
+					},
+					"timeoutSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "timeoutSeconds bounds each call (default 10, at most 30).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"url"},
+			},
+		},
 	}
 }

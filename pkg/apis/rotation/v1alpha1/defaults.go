@@ -27,3 +27,30 @@ func SetDefaults_CertificateAuthoritySpec(obj *CertificateAuthoritySpec) {
 		obj.KeyStore.Type = KeyStoreEtcd
 	}
 }
+
+// Defaults of a RotatingCredential.
+const (
+	DefaultRotationInterval = 720 * time.Hour
+	DefaultGracePeriod      = 10 * time.Minute
+	DefaultRandomKey        = "token"
+	DefaultRandomLength     = 32
+)
+
+// SetDefaults_RotatingCredentialSpec fills the interval, the grace period
+// and the Random minter's key and length.
+func SetDefaults_RotatingCredentialSpec(obj *RotatingCredentialSpec) {
+	if obj.RotationInterval == nil {
+		obj.RotationInterval = &metav1.Duration{Duration: DefaultRotationInterval}
+	}
+	if obj.GracePeriod == nil {
+		obj.GracePeriod = &metav1.Duration{Duration: DefaultGracePeriod}
+	}
+	if r := obj.Minter.Random; r != nil {
+		if r.Key == "" {
+			r.Key = DefaultRandomKey
+		}
+		if r.Length == 0 {
+			r.Length = DefaultRandomLength
+		}
+	}
+}

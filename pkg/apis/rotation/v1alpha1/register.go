@@ -30,7 +30,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &RotatingCredential{}, &RotatingCredentialList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

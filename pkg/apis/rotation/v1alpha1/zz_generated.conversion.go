@@ -86,6 +86,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*ClientCertificateMinter)(nil), (*rotation.ClientCertificateMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ClientCertificateMinter_To_rotation_ClientCertificateMinter(a.(*ClientCertificateMinter), b.(*rotation.ClientCertificateMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.ClientCertificateMinter)(nil), (*ClientCertificateMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_ClientCertificateMinter_To_v1alpha1_ClientCertificateMinter(a.(*rotation.ClientCertificateMinter), b.(*ClientCertificateMinter), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*ConfigMapPublish)(nil), (*rotation.ConfigMapPublish)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_ConfigMapPublish_To_rotation_ConfigMapPublish(a.(*ConfigMapPublish), b.(*rotation.ConfigMapPublish), scope)
 	}); err != nil {
@@ -113,6 +123,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*rotation.KeyStore)(nil), (*KeyStore)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_rotation_KeyStore_To_v1alpha1_KeyStore(a.(*rotation.KeyStore), b.(*KeyStore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*Minter)(nil), (*rotation.Minter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Minter_To_rotation_Minter(a.(*Minter), b.(*rotation.Minter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.Minter)(nil), (*Minter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_Minter_To_v1alpha1_Minter(a.(*rotation.Minter), b.(*Minter), scope)
 	}); err != nil {
 		return err
 	}
@@ -146,6 +166,56 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*RandomMinter)(nil), (*rotation.RandomMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RandomMinter_To_rotation_RandomMinter(a.(*RandomMinter), b.(*rotation.RandomMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RandomMinter)(nil), (*RandomMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RandomMinter_To_v1alpha1_RandomMinter(a.(*rotation.RandomMinter), b.(*RandomMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RotatingCredential)(nil), (*rotation.RotatingCredential)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RotatingCredential_To_rotation_RotatingCredential(a.(*RotatingCredential), b.(*rotation.RotatingCredential), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RotatingCredential)(nil), (*RotatingCredential)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RotatingCredential_To_v1alpha1_RotatingCredential(a.(*rotation.RotatingCredential), b.(*RotatingCredential), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RotatingCredentialList)(nil), (*rotation.RotatingCredentialList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RotatingCredentialList_To_rotation_RotatingCredentialList(a.(*RotatingCredentialList), b.(*rotation.RotatingCredentialList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RotatingCredentialList)(nil), (*RotatingCredentialList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RotatingCredentialList_To_v1alpha1_RotatingCredentialList(a.(*rotation.RotatingCredentialList), b.(*RotatingCredentialList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RotatingCredentialSpec)(nil), (*rotation.RotatingCredentialSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec(a.(*RotatingCredentialSpec), b.(*rotation.RotatingCredentialSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RotatingCredentialSpec)(nil), (*RotatingCredentialSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec(a.(*rotation.RotatingCredentialSpec), b.(*RotatingCredentialSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RotatingCredentialStatus)(nil), (*rotation.RotatingCredentialStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus(a.(*RotatingCredentialStatus), b.(*rotation.RotatingCredentialStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RotatingCredentialStatus)(nil), (*RotatingCredentialStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus(a.(*rotation.RotatingCredentialStatus), b.(*RotatingCredentialStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*Rotation)(nil), (*rotation.Rotation)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_Rotation_To_rotation_Rotation(a.(*Rotation), b.(*rotation.Rotation), scope)
 	}); err != nil {
@@ -153,6 +223,36 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*rotation.Rotation)(nil), (*Rotation)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_rotation_Rotation_To_v1alpha1_Rotation(a.(*rotation.Rotation), b.(*Rotation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SecretReference)(nil), (*rotation.SecretReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SecretReference_To_rotation_SecretReference(a.(*SecretReference), b.(*rotation.SecretReference), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.SecretReference)(nil), (*SecretReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_SecretReference_To_v1alpha1_SecretReference(a.(*rotation.SecretReference), b.(*SecretReference), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ServiceAccountTokenMinter)(nil), (*rotation.ServiceAccountTokenMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ServiceAccountTokenMinter_To_rotation_ServiceAccountTokenMinter(a.(*ServiceAccountTokenMinter), b.(*rotation.ServiceAccountTokenMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.ServiceAccountTokenMinter)(nil), (*ServiceAccountTokenMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(a.(*rotation.ServiceAccountTokenMinter), b.(*ServiceAccountTokenMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*WebhookMinter)(nil), (*rotation.WebhookMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter(a.(*WebhookMinter), b.(*rotation.WebhookMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.WebhookMinter)(nil), (*WebhookMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_WebhookMinter_To_v1alpha1_WebhookMinter(a.(*rotation.WebhookMinter), b.(*WebhookMinter), scope)
 	}); err != nil {
 		return err
 	}
@@ -273,6 +373,26 @@ func Convert_rotation_CertificateAuthorityStatus_To_v1alpha1_CertificateAuthorit
 	return autoConvert_rotation_CertificateAuthorityStatus_To_v1alpha1_CertificateAuthorityStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_ClientCertificateMinter_To_rotation_ClientCertificateMinter(in *ClientCertificateMinter, out *rotation.ClientCertificateMinter, s conversion.Scope) error {
+	*out = *(*rotation.ClientCertificateMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ClientCertificateMinter_To_rotation_ClientCertificateMinter is an autogenerated conversion function.
+func Convert_v1alpha1_ClientCertificateMinter_To_rotation_ClientCertificateMinter(in *ClientCertificateMinter, out *rotation.ClientCertificateMinter, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ClientCertificateMinter_To_rotation_ClientCertificateMinter(in, out, s)
+}
+
+func autoConvert_rotation_ClientCertificateMinter_To_v1alpha1_ClientCertificateMinter(in *rotation.ClientCertificateMinter, out *ClientCertificateMinter, s conversion.Scope) error {
+	*out = *(*ClientCertificateMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_ClientCertificateMinter_To_v1alpha1_ClientCertificateMinter is an autogenerated conversion function.
+func Convert_rotation_ClientCertificateMinter_To_v1alpha1_ClientCertificateMinter(in *rotation.ClientCertificateMinter, out *ClientCertificateMinter, s conversion.Scope) error {
+	return autoConvert_rotation_ClientCertificateMinter_To_v1alpha1_ClientCertificateMinter(in, out, s)
+}
+
 func autoConvert_v1alpha1_ConfigMapPublish_To_rotation_ConfigMapPublish(in *ConfigMapPublish, out *rotation.ConfigMapPublish, s conversion.Scope) error {
 	*out = *(*rotation.ConfigMapPublish)(unsafe.Pointer(in))
 	return nil
@@ -331,6 +451,26 @@ func autoConvert_rotation_KeyStore_To_v1alpha1_KeyStore(in *rotation.KeyStore, o
 // Convert_rotation_KeyStore_To_v1alpha1_KeyStore is an autogenerated conversion function.
 func Convert_rotation_KeyStore_To_v1alpha1_KeyStore(in *rotation.KeyStore, out *KeyStore, s conversion.Scope) error {
 	return autoConvert_rotation_KeyStore_To_v1alpha1_KeyStore(in, out, s)
+}
+
+func autoConvert_v1alpha1_Minter_To_rotation_Minter(in *Minter, out *rotation.Minter, s conversion.Scope) error {
+	*out = *(*rotation.Minter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_Minter_To_rotation_Minter is an autogenerated conversion function.
+func Convert_v1alpha1_Minter_To_rotation_Minter(in *Minter, out *rotation.Minter, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Minter_To_rotation_Minter(in, out, s)
+}
+
+func autoConvert_rotation_Minter_To_v1alpha1_Minter(in *rotation.Minter, out *Minter, s conversion.Scope) error {
+	*out = *(*Minter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_Minter_To_v1alpha1_Minter is an autogenerated conversion function.
+func Convert_rotation_Minter_To_v1alpha1_Minter(in *rotation.Minter, out *Minter, s conversion.Scope) error {
+	return autoConvert_rotation_Minter_To_v1alpha1_Minter(in, out, s)
 }
 
 func autoConvert_v1alpha1_PKCS11KeyStore_To_rotation_PKCS11KeyStore(in *PKCS11KeyStore, out *rotation.PKCS11KeyStore, s conversion.Scope) error {
@@ -393,6 +533,120 @@ func Convert_rotation_Publish_To_v1alpha1_Publish(in *rotation.Publish, out *Pub
 	return autoConvert_rotation_Publish_To_v1alpha1_Publish(in, out, s)
 }
 
+func autoConvert_v1alpha1_RandomMinter_To_rotation_RandomMinter(in *RandomMinter, out *rotation.RandomMinter, s conversion.Scope) error {
+	*out = *(*rotation.RandomMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RandomMinter_To_rotation_RandomMinter is an autogenerated conversion function.
+func Convert_v1alpha1_RandomMinter_To_rotation_RandomMinter(in *RandomMinter, out *rotation.RandomMinter, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RandomMinter_To_rotation_RandomMinter(in, out, s)
+}
+
+func autoConvert_rotation_RandomMinter_To_v1alpha1_RandomMinter(in *rotation.RandomMinter, out *RandomMinter, s conversion.Scope) error {
+	*out = *(*RandomMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_RandomMinter_To_v1alpha1_RandomMinter is an autogenerated conversion function.
+func Convert_rotation_RandomMinter_To_v1alpha1_RandomMinter(in *rotation.RandomMinter, out *RandomMinter, s conversion.Scope) error {
+	return autoConvert_rotation_RandomMinter_To_v1alpha1_RandomMinter(in, out, s)
+}
+
+func autoConvert_v1alpha1_RotatingCredential_To_rotation_RotatingCredential(in *RotatingCredential, out *rotation.RotatingCredential, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_RotatingCredential_To_rotation_RotatingCredential is an autogenerated conversion function.
+func Convert_v1alpha1_RotatingCredential_To_rotation_RotatingCredential(in *RotatingCredential, out *rotation.RotatingCredential, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RotatingCredential_To_rotation_RotatingCredential(in, out, s)
+}
+
+func autoConvert_rotation_RotatingCredential_To_v1alpha1_RotatingCredential(in *rotation.RotatingCredential, out *RotatingCredential, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_rotation_RotatingCredential_To_v1alpha1_RotatingCredential is an autogenerated conversion function.
+func Convert_rotation_RotatingCredential_To_v1alpha1_RotatingCredential(in *rotation.RotatingCredential, out *RotatingCredential, s conversion.Scope) error {
+	return autoConvert_rotation_RotatingCredential_To_v1alpha1_RotatingCredential(in, out, s)
+}
+
+func autoConvert_v1alpha1_RotatingCredentialList_To_rotation_RotatingCredentialList(in *RotatingCredentialList, out *rotation.RotatingCredentialList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]rotation.RotatingCredential)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_RotatingCredentialList_To_rotation_RotatingCredentialList is an autogenerated conversion function.
+func Convert_v1alpha1_RotatingCredentialList_To_rotation_RotatingCredentialList(in *RotatingCredentialList, out *rotation.RotatingCredentialList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RotatingCredentialList_To_rotation_RotatingCredentialList(in, out, s)
+}
+
+func autoConvert_rotation_RotatingCredentialList_To_v1alpha1_RotatingCredentialList(in *rotation.RotatingCredentialList, out *RotatingCredentialList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]RotatingCredential)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_rotation_RotatingCredentialList_To_v1alpha1_RotatingCredentialList is an autogenerated conversion function.
+func Convert_rotation_RotatingCredentialList_To_v1alpha1_RotatingCredentialList(in *rotation.RotatingCredentialList, out *RotatingCredentialList, s conversion.Scope) error {
+	return autoConvert_rotation_RotatingCredentialList_To_v1alpha1_RotatingCredentialList(in, out, s)
+}
+
+func autoConvert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec(in *RotatingCredentialSpec, out *rotation.RotatingCredentialSpec, s conversion.Scope) error {
+	*out = *(*rotation.RotatingCredentialSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec is an autogenerated conversion function.
+func Convert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec(in *RotatingCredentialSpec, out *rotation.RotatingCredentialSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RotatingCredentialSpec_To_rotation_RotatingCredentialSpec(in, out, s)
+}
+
+func autoConvert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec(in *rotation.RotatingCredentialSpec, out *RotatingCredentialSpec, s conversion.Scope) error {
+	*out = *(*RotatingCredentialSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec is an autogenerated conversion function.
+func Convert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec(in *rotation.RotatingCredentialSpec, out *RotatingCredentialSpec, s conversion.Scope) error {
+	return autoConvert_rotation_RotatingCredentialSpec_To_v1alpha1_RotatingCredentialSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus(in *RotatingCredentialStatus, out *rotation.RotatingCredentialStatus, s conversion.Scope) error {
+	*out = *(*rotation.RotatingCredentialStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus is an autogenerated conversion function.
+func Convert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus(in *RotatingCredentialStatus, out *rotation.RotatingCredentialStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RotatingCredentialStatus_To_rotation_RotatingCredentialStatus(in, out, s)
+}
+
+func autoConvert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus(in *rotation.RotatingCredentialStatus, out *RotatingCredentialStatus, s conversion.Scope) error {
+	*out = *(*RotatingCredentialStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus is an autogenerated conversion function.
+func Convert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus(in *rotation.RotatingCredentialStatus, out *RotatingCredentialStatus, s conversion.Scope) error {
+	return autoConvert_rotation_RotatingCredentialStatus_To_v1alpha1_RotatingCredentialStatus(in, out, s)
+}
+
 func autoConvert_v1alpha1_Rotation_To_rotation_Rotation(in *Rotation, out *rotation.Rotation, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	out.Action = rotation.RotationAction(in.Action)
@@ -415,4 +669,68 @@ func autoConvert_rotation_Rotation_To_v1alpha1_Rotation(in *rotation.Rotation, o
 // Convert_rotation_Rotation_To_v1alpha1_Rotation is an autogenerated conversion function.
 func Convert_rotation_Rotation_To_v1alpha1_Rotation(in *rotation.Rotation, out *Rotation, s conversion.Scope) error {
 	return autoConvert_rotation_Rotation_To_v1alpha1_Rotation(in, out, s)
+}
+
+func autoConvert_v1alpha1_SecretReference_To_rotation_SecretReference(in *SecretReference, out *rotation.SecretReference, s conversion.Scope) error {
+	*out = *(*rotation.SecretReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SecretReference_To_rotation_SecretReference is an autogenerated conversion function.
+func Convert_v1alpha1_SecretReference_To_rotation_SecretReference(in *SecretReference, out *rotation.SecretReference, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SecretReference_To_rotation_SecretReference(in, out, s)
+}
+
+func autoConvert_rotation_SecretReference_To_v1alpha1_SecretReference(in *rotation.SecretReference, out *SecretReference, s conversion.Scope) error {
+	*out = *(*SecretReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_SecretReference_To_v1alpha1_SecretReference is an autogenerated conversion function.
+func Convert_rotation_SecretReference_To_v1alpha1_SecretReference(in *rotation.SecretReference, out *SecretReference, s conversion.Scope) error {
+	return autoConvert_rotation_SecretReference_To_v1alpha1_SecretReference(in, out, s)
+}
+
+func autoConvert_v1alpha1_ServiceAccountTokenMinter_To_rotation_ServiceAccountTokenMinter(in *ServiceAccountTokenMinter, out *rotation.ServiceAccountTokenMinter, s conversion.Scope) error {
+	*out = *(*rotation.ServiceAccountTokenMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ServiceAccountTokenMinter_To_rotation_ServiceAccountTokenMinter is an autogenerated conversion function.
+func Convert_v1alpha1_ServiceAccountTokenMinter_To_rotation_ServiceAccountTokenMinter(in *ServiceAccountTokenMinter, out *rotation.ServiceAccountTokenMinter, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ServiceAccountTokenMinter_To_rotation_ServiceAccountTokenMinter(in, out, s)
+}
+
+func autoConvert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(in *rotation.ServiceAccountTokenMinter, out *ServiceAccountTokenMinter, s conversion.Scope) error {
+	*out = *(*ServiceAccountTokenMinter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter is an autogenerated conversion function.
+func Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(in *rotation.ServiceAccountTokenMinter, out *ServiceAccountTokenMinter, s conversion.Scope) error {
+	return autoConvert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(in, out, s)
+}
+
+func autoConvert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter(in *WebhookMinter, out *rotation.WebhookMinter, s conversion.Scope) error {
+	out.URL = in.URL
+	out.CABundle = *(*[]byte)(unsafe.Pointer(&in.CABundle))
+	out.TimeoutSeconds = (*int32)(unsafe.Pointer(in.TimeoutSeconds))
+	return nil
+}
+
+// Convert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter is an autogenerated conversion function.
+func Convert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter(in *WebhookMinter, out *rotation.WebhookMinter, s conversion.Scope) error {
+	return autoConvert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter(in, out, s)
+}
+
+func autoConvert_rotation_WebhookMinter_To_v1alpha1_WebhookMinter(in *rotation.WebhookMinter, out *WebhookMinter, s conversion.Scope) error {
+	out.URL = in.URL
+	out.CABundle = *(*[]byte)(unsafe.Pointer(&in.CABundle))
+	out.TimeoutSeconds = (*int32)(unsafe.Pointer(in.TimeoutSeconds))
+	return nil
+}
+
+// Convert_rotation_WebhookMinter_To_v1alpha1_WebhookMinter is an autogenerated conversion function.
+func Convert_rotation_WebhookMinter_To_v1alpha1_WebhookMinter(in *rotation.WebhookMinter, out *WebhookMinter, s conversion.Scope) error {
+	return autoConvert_rotation_WebhookMinter_To_v1alpha1_WebhookMinter(in, out, s)
 }

@@ -47,6 +47,11 @@ func (in CertificateAuthorityStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClientCertificateMinter) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.ClientCertificateMinter"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ConfigMapPublish) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.ConfigMapPublish"
 }
@@ -59,6 +64,11 @@ func (in FileKeyStore) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in KeyStore) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.KeyStore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Minter) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.Minter"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -77,6 +87,46 @@ func (in Publish) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RandomMinter) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RandomMinter"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RotatingCredential) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RotatingCredential"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RotatingCredentialList) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RotatingCredentialList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RotatingCredentialSpec) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RotatingCredentialSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RotatingCredentialStatus) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RotatingCredentialStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Rotation) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.Rotation"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SecretReference) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.SecretReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ServiceAccountTokenMinter) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.ServiceAccountTokenMinter"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in WebhookMinter) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.WebhookMinter"
 }

@@ -2,6 +2,9 @@ package validation
 
 import (
 	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -71,4 +74,41 @@ func phaseList(phases []rotation.RotationPhase) string {
 		out += phaseName(p)
 	}
 	return out
+}
+
+// credentialAllowedIn says in which phases each action may run on a
+// RotatingCredential.
+var credentialAllowedIn = map[rotation.RotationAction][]rotation.CredentialPhase{
+	rotation.RotationStart:    {rotation.CredentialPhaseNone, rotation.CredentialCompleted},
+	rotation.RotationComplete: {rotation.CredentialRotating},
+}
+
+// CheckCredentialTransition says whether a RotatingCredential may take
+// the rotation's action now: Start mints now, except while a grace period
+// runs; Complete ends the grace period now. The error names the phase.
+func CheckCredentialTransition(rc *rotation.RotatingCredential, r *rotation.Rotation) error {
+	if r.Force {
+		return fmt.Errorf("cannot %s with force: force is for CertificateAuthorities", r.Action)
+	}
+	phase := rc.Status.Phase
+	for _, p := range credentialAllowedIn[r.Action] {
+		if p == phase {
+			return nil
+		}
+	}
+	name := string(phase)
+	if phase == rotation.CredentialPhaseNone {
+		name = `"" (never rotated)`
+	}
+	if r.Action == rotation.RotationStart {
+		return fmt.Errorf("cannot Start: phase is %s; the previous credential's grace period runs until %s. Complete it first (revoking the previous credential now), or wait", name, timeOrUnknown(rc.Status.GraceEndsTime))
+	}
+	return fmt.Errorf("cannot Complete: phase is %s; Complete is allowed only in Rotating (while a grace period runs)", name)
+}
+
+func timeOrUnknown(t *metav1.Time) string {
+	if t == nil {
+		return "an unknown time"
+	}
+	return t.UTC().Format(time.RFC3339)
 }

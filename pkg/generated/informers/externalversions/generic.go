@@ -69,6 +69,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=rotation.rekey.io, Version=v1alpha1
 	case rotationv1alpha1.SchemeGroupVersion.WithResource("certificateauthorities"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().CertificateAuthorities().Informer()}, nil
+	case rotationv1alpha1.SchemeGroupVersion.WithResource("rotatingcredentials"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().RotatingCredentials().Informer()}, nil
 
 	}
 

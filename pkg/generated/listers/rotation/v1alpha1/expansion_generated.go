@@ -21,3 +21,11 @@ package v1alpha1
 // CertificateAuthorityListerExpansion allows custom methods to be added to
 // CertificateAuthorityLister.
 type CertificateAuthorityListerExpansion interface{}
+
+// RotatingCredentialListerExpansion allows custom methods to be added to
+// RotatingCredentialLister.
+type RotatingCredentialListerExpansion interface{}
+
+// RotatingCredentialNamespaceListerExpansion allows custom methods to be added to
+// RotatingCredentialNamespaceLister.
+type RotatingCredentialNamespaceListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// CertificateAuthorities returns a CertificateAuthorityInformer.
 	CertificateAuthorities() TypedCertificateAuthorityInformer
+	// RotatingCredentials returns a RotatingCredentialInformer.
+	RotatingCredentials() TypedRotatingCredentialInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // CertificateAuthorities returns a TypedCertificateAuthorityInformer.
 func (v *version) CertificateAuthorities() TypedCertificateAuthorityInformer {
 	return &certificateAuthorityInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// RotatingCredentials returns a TypedRotatingCredentialInformer.
+func (v *version) RotatingCredentials() TypedRotatingCredentialInformer {
+	return &rotatingCredentialInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -29,6 +29,7 @@ import (
 type RotationV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	CertificateAuthoritiesGetter
+	RotatingCredentialsGetter
 }
 
 // RotationV1alpha1Client is used to interact with features provided by the rotation.rekey.io group.
@@ -38,6 +39,10 @@ type RotationV1alpha1Client struct {
 
 func (c *RotationV1alpha1Client) CertificateAuthorities() CertificateAuthorityInterface {
 	return newCertificateAuthorities(c)
+}
+
+func (c *RotationV1alpha1Client) RotatingCredentials(namespace string) RotatingCredentialInterface {
+	return newRotatingCredentials(c, namespace)
 }
 
 // NewForConfig creates a new RotationV1alpha1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeRotationV1alpha1) CertificateAuthorities() v1alpha1.CertificateAuth
 	return newFakeCertificateAuthorities(c)
 }
 
+func (c *FakeRotationV1alpha1) RotatingCredentials(namespace string) v1alpha1.RotatingCredentialInterface {
+	return newFakeRotatingCredentials(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeRotationV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,158 @@
+package rotatingcredential
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/apis/rotation/validation"
+	"rekey.io/rekey/pkg/registry"
+	"rekey.io/rekey/pkg/registry/printers"
+)
+
+// table prints what `kubectl get rcred` shows.
+var table = printers.Table[*rotation.RotatingCredential]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Secret", Type: "string", Description: "The Secret that holds the credential."},
+		{Name: "Minter", Type: "string", Description: "How the credential is made."},
+		{Name: "Phase", Type: "string", Description: "Rotating while the previous credential's grace period runs."},
+		{Name: "Generation", Type: "integer", Description: "Which mint is current."},
+		{Name: "Next", Type: "string", Description: "When the next rotation is due."},
+		{Name: "Ready", Type: "string", Description: "Whether a current credential is in the Secret."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+	},
+	Row: func(c *rotation.RotatingCredential) []interface{} {
+		phase, next := string(c.Status.Phase), "<none>"
+		if phase == "" {
+			phase = "<none>"
+		}
+		if t := c.Status.NextRotationTime; t != nil {
+			next = t.UTC().Format(time.RFC3339)
+		}
+		return []interface{}{c.Spec.SecretRef.Name, string(c.Spec.Minter.Type), phase, c.Status.CredentialGeneration, next,
+			printers.ConditionStatus(c.Status.Conditions, "Ready"), printers.Age(c.CreationTimestamp)}
+	},
+}
+
+// Storage holds the main resource and its subresources.
+type Storage struct {
+	RotatingCredential *registry.REST
+	Status             *registry.SubresourceREST
+	Rotate             *RotateREST
+}
+
+// NewStorage returns the main, /status and /rotate storage.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clk clock.PassiveClock) (*Storage, error) {
+	s := NewStrategy(scheme)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &rotation.RotatingCredential{} },
+		NewListFunc:               func() runtime.Object { return &rotation.RotatingCredentialList{} },
+		DefaultQualifiedResource:  rotation.Resource("rotatingcredentials"),
+		SingularQualifiedResource: rotation.Resource("rotatingcredential"),
+		CreateStrategy:            s,
+		UpdateStrategy:            s,
+		DeleteStrategy:            s,
+		ResetFieldsStrategy:       s,
+		TableConvertor:            table,
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
+		return nil, err
+	}
+	rotate := *store
+	rotate.UpdateStrategy, rotate.ResetFieldsStrategy = rotateStrategy{s}, rotateStrategy{s}
+	return &Storage{
+		RotatingCredential: registry.NewREST(store, "rcred"),
+		Status:             registry.NewSubresourceREST(store, statusStrategy{s}),
+		Rotate:             &RotateREST{store: &rotate, clock: clk},
+	}, nil
+}
+
+// RotateREST serves POST of a Rotation to rotatingcredentials/NAME/rotate:
+// Start asks for a mint now, Complete for the end of the grace period now
+// (the previous credential is revoked at once). It records the request in
+// status for the controller; the RotationPhases admission plugin has
+// checked the phase, and the update checks it again inside the storage's
+// compare-and-swap.
+type RotateREST struct {
+	store *genericregistry.Store
+	clock clock.PassiveClock
+}
+
+var (
+	_ rest.NamedCreater             = &RotateREST{}
+	_ rest.GroupVersionKindProvider = &RotateREST{}
+)
+
+// New returns the request kind.
+func (r *RotateREST) New() runtime.Object { return &rotation.Rotation{} }
+
+// Destroy does nothing: the main resource owns the store.
+func (r *RotateREST) Destroy() {}
+
+// GroupVersionKind says the subresource takes Rotations.
+func (r *RotateREST) GroupVersionKind(containingGV schema.GroupVersion) schema.GroupVersionKind {
+	return containingGV.WithKind("Rotation")
+}
+
+// Create records the request.
+func (r *RotateREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	if options == nil {
+		options = &metav1.CreateOptions{}
+	}
+	rot, ok := obj.(*rotation.Rotation)
+	if !ok {
+		return nil, apierrors.NewBadRequest("the rotate subresource takes a Rotation")
+	}
+	if errs := validation.ValidateRotation(rot); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(rotation.Kind("Rotation"), name, errs)
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, rot.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	transition := func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
+		rc := old.(*rotation.RotatingCredential).DeepCopy()
+		if err := validation.CheckCredentialTransition(rc, rot); err != nil {
+			return nil, apierrors.NewConflict(rotation.Resource("rotatingcredentials"), name, err)
+		}
+		now := metav1.NewTime(r.clock.Now())
+		if rot.Action == rotation.RotationStart {
+			rc.Status.RotationRequestedTime = &now
+		} else {
+			rc.Status.CompletionRequestedTime = &now
+		}
+		return rc, nil
+	}
+	updated, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, transition), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc,
+		false, &metav1.UpdateOptions{DryRun: options.DryRun, FieldManager: options.FieldManager})
+	return updated, err
+}
+
+// rotateStrategy lets /rotate record its request; spec and metadata stay.
+type rotateStrategy struct{ strategy }
+
+func (rotateStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
+}
+
+func (rotateStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	rc, prev := obj.(*rotation.RotatingCredential), old.(*rotation.RotatingCredential)
+	rc.Spec = prev.Spec
+	registry.KeepMetadata(rc, prev)
+}
+
+func (rotateStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateRotatingCredentialStatusUpdate(obj.(*rotation.RotatingCredential), old.(*rotation.RotatingCredential))
+}
