@@ -6,6 +6,7 @@ import (
 
 	"rekey.io/rekey/pkg/admission/capublish"
 	"rekey.io/rekey/pkg/admission/carotation"
+	"rekey.io/rekey/pkg/admission/credentialminter"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
@@ -20,6 +21,7 @@ var PluginNames = []string{
 	signerbinding.PluginName,
 	carotation.PluginName,
 	capublish.PluginName,
+	credentialminter.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -30,4 +32,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	signerbinding.Register(plugins)
 	carotation.Register(plugins)
 	capublish.Register(plugins)
+	credentialminter.Register(plugins)
 }

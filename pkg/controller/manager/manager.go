@@ -31,6 +31,7 @@ import (
 	"rekey.io/rekey/pkg/controller/approver"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
+	"rekey.io/rekey/pkg/controller/credential"
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -163,11 +164,13 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 
 	var publisherController *publisher.Controller
 	var kubeFactory, defaultNamespace kubeinformers.SharedInformerFactory
+	var kubeClient kubernetes.Interface
 	if opts.KubeConfig != nil {
-		kubeClient, err := kubernetes.NewForConfig(opts.KubeConfig)
+		kube, err := kubernetes.NewForConfig(opts.KubeConfig)
 		if err != nil {
 			return fmt.Errorf("creating the host cluster client: %w", err)
 		}
+		kubeClient = kube
 		kubeFactory = kubeinformers.NewSharedInformerFactory(kubeClient, 10*time.Minute)
 		defaultNamespace = kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
 		approverController.SetCluster(issuer.NewListerClusterView(kubeFactory, defaultNamespace))
@@ -189,6 +192,9 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		approverController.SetEventRecorder(recorder)
 	}
 
+	credential.RegisterMetrics()
+	credentialController := credential.NewController(client, kubeClient, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
+
 	for _, f := range []informers.SharedInformerFactory{factory, pendingFactory, approvedFactory} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
@@ -209,6 +215,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
 	run(func() { approverController.Run(ctx, opts.SignerWorkers) })
 	run(func() { cleanerController.Run(ctx) })
+	run(func() { credentialController.Run(ctx, 16) })
 	logger.Info("Controllers started", "signerWorkers", opts.SignerWorkers)
 	<-ctx.Done()
 	wg.Wait()

@@ -1,0 +1,157 @@
+package credential
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+)
+
+// ClientCertificateMinter makes a key pair in rekey and has a rekey Signer
+// certify it: a request named after the RotatingCredential and the
+// generation, approved by rekey (the RotatingCredentialMinter admission
+// plugin required approve on the signer of whoever wrote the minter). The
+// key never leaves the process except into the Secret, so a mint repeated
+// after a crash cannot reuse the lost key: it deletes the generation's
+// earlier request (its certificate is unusable without the key) and asks
+// again. Revoking deletes the request; the certificate itself stays valid
+// until it expires, so keep its duration short.
+type ClientCertificateMinter struct {
+	Client clientset.Interface
+	// Wait bounds the wait for the certificate (default 30s).
+	Wait time.Duration
+}
+
+// RequestName is the certificate request of a generation.
+func RequestName(rc *rotationv1alpha1.RotatingCredential, generation int64) string {
+	return fmt.Sprintf("rcred.%s.%s.g%d", rc.Namespace, rc.Name, generation)
+}
+
+// Mint implements Minter.
+func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) (map[string][]byte, error) {
+	spec := rc.Spec.Minter.ClientCertificate
+	if spec == nil {
+		return nil, &MintError{Reason: "InvalidSpec", Err: fmt.Errorf("no clientCertificate block")}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, &MintError{Reason: "KeyFailed", Err: err}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: spec.CommonName, Organization: spec.Organizations}}, key)
+	if err != nil {
+		return nil, &MintError{Reason: "KeyFailed", Err: err}
+	}
+	duration := rc.Spec.RotationInterval.Duration + rc.Spec.GracePeriod.Duration
+	if spec.Duration != nil {
+		duration = spec.Duration.Duration
+	}
+	seconds := int32(max(duration, 10*time.Minute) / time.Second)
+	csrs := m.Client.CertificatesV1alpha1().CertificateSigningRequests()
+	name := RequestName(rc, generation)
+	if err := csrs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return nil, &MintError{Reason: "RequestFailed", Err: fmt.Errorf("removing the earlier request %s: %w", name, err)}
+	}
+	csr, err := csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedBy},
+			Annotations: map[string]string{AnnotationOwner: string(rc.UID)}},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), SignerName: spec.SignerName,
+			ExpirationSeconds: &seconds, Usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, &MintError{Reason: "RequestFailed", Err: fmt.Errorf("creating request %s: %w", name, err)}
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "RotatingCredential",
+		Message: fmt.Sprintf("Approved for RotatingCredential %s/%s generation %d, whose minter's writer may approve for %s.", rc.Namespace, rc.Name, generation, spec.SignerName),
+	})
+	if csr, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return nil, &MintError{Reason: "ApprovalFailed", Err: fmt.Errorf("approving request %s: %w", name, err)}
+	}
+	timeout := m.Wait
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if len(csr.Status.Certificate) > 0 {
+			return true, nil
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certv1alpha1.CertificateFailed || c.Type == certv1alpha1.CertificateDenied {
+				return false, fmt.Errorf("request %s is %s: %s", name, c.Type, c.Message)
+			}
+		}
+		var err error
+		csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
+		return false, err
+	})
+	if err != nil {
+		return nil, &MintError{Reason: "NotIssued", Err: fmt.Errorf("waiting for the certificate of request %s: %w", name, err)}
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, &MintError{Reason: "KeyFailed", Err: err}
+	}
+	ca, err := m.trustBundle(ctx, spec.SignerName)
+	if err != nil {
+		return nil, &MintError{Reason: "NoTrustBundle", Err: err}
+	}
+	return map[string][]byte{
+		"tls.crt": csr.Status.Certificate,
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		"ca.crt":  []byte(ca),
+	}, nil
+}
+
+// trustBundle is the signer's CA trust bundle (old and new CA during its
+// rotation).
+func (m ClientCertificateMinter) trustBundle(ctx context.Context, signerName string) (string, error) {
+	signer, err := m.Client.CertificatesV1alpha1().Signers().Get(ctx, validation.SignerObjectName(signerName), metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the Signer of %s: %w", signerName, err)
+	}
+	ca, err := m.Client.RotationV1alpha1().CertificateAuthorities().Get(ctx, signer.Spec.CertificateAuthorityRef.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the CertificateAuthority of %s: %w", signerName, err)
+	}
+	return ca.Status.TrustBundle, nil
+}
+
+// Revoke implements Minter: the request goes; the certificate expires.
+func (m ClientCertificateMinter) Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error {
+	err := m.Client.CertificatesV1alpha1().CertificateSigningRequests().Delete(ctx, RequestName(rc, generation), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return &MintError{Reason: "RevokeFailed", Err: err}
+	}
+	return nil
+}
+
+// IssuerRotated says whether a Secret's tls.crt was signed by another CA
+// than the signer's current one (its CA rotation started): the credential
+// is then renewed at once.
+func IssuerRotated(tlsCrt []byte, currentCA *x509.Certificate) bool {
+	block, _ := pem.Decode(tlsCrt)
+	if block == nil || currentCA == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	return cert.CheckSignatureFrom(currentCA) != nil
+}

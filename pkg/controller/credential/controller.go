@@ -1,0 +1,394 @@
+// Package credential is the RotatingCredential controller: it keeps each
+// RotatingCredential's Secret holding a current credential and walks the
+// rotation one recorded step at a time (package steps.go), so that a crash
+// anywhere resumes at the step that was not recorded.
+package credential
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/runner"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+)
+
+const fieldManager = "rekey-credential-rotation"
+
+// Conditions of a RotatingCredential.
+const (
+	ConditionReady    = "Ready"
+	ConditionDegraded = "Degraded"
+)
+
+// Controller reconciles RotatingCredentials.
+type Controller struct {
+	client  clientset.Interface
+	kube    kubernetes.Interface
+	creds   rotationlisters.RotatingCredentialLister
+	cas     rotationlisters.CertificateAuthorityLister
+	signers certlisters.SignerLister
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	clock   clock.Clock
+	minters map[rotationv1alpha1.MinterType]Minter
+	// slots bounds the concurrent calls of each minter type, so that a slow
+	// webhook holds at most its own slots, never every worker.
+	slots map[rotationv1alpha1.MinterType]chan struct{}
+	// afterStep is a test hook called after each step that wrote something.
+	afterStep func(StepKind)
+}
+
+// Concurrent calls per minter type.
+var minterSlots = map[rotationv1alpha1.MinterType]int{
+	rotationv1alpha1.MinterRandom: 16, rotationv1alpha1.MinterClientCertificate: 8,
+	rotationv1alpha1.MinterServiceAccountToken: 8, rotationv1alpha1.MinterWebhook: 4,
+}
+
+// NewController returns the controller; kube is nil without a host
+// cluster (RotatingCredentials then report Degraded NoHostCluster).
+func NewController(client clientset.Interface, kube kubernetes.Interface, creds rotationinformers.RotatingCredentialInformer,
+	cas rotationinformers.CertificateAuthorityInformer, signers certinformers.SignerInformer, clk clock.Clock) *Controller {
+	c := &Controller{
+		client: client, kube: kube, creds: creds.Lister(), cas: cas.Lister(), signers: signers.Lister(), clock: clk,
+		synced:  []cache.InformerSynced{creds.Informer().HasSynced, cas.Informer().HasSynced, signers.Informer().HasSynced},
+		queue:   runner.NewQueue[string]("rotatingcredential"),
+		minters: map[rotationv1alpha1.MinterType]Minter{rotationv1alpha1.MinterRandom: RandomMinter{}, rotationv1alpha1.MinterWebhook: WebhookMinter{}, rotationv1alpha1.MinterClientCertificate: ClientCertificateMinter{Client: client}},
+		slots:   map[rotationv1alpha1.MinterType]chan struct{}{},
+	}
+	if kube != nil {
+		c.minters[rotationv1alpha1.MinterServiceAccountToken] = ServiceAccountTokenMinter{Kube: kube}
+	}
+	for t, n := range minterSlots {
+		c.slots[t] = make(chan struct{}, n)
+	}
+	c.afterStep = testHook()
+	_, _ = creds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				forget(key)
+			}
+		},
+	})
+	// A CA rotation renews the ClientCertificates of its signers at once.
+	_, _ = cas.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { c.enqueueClientCertificates() },
+	})
+	return c
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) enqueueClientCertificates() {
+	all, err := c.creds.List(labelsEverything())
+	if err != nil {
+		return
+	}
+	for _, rc := range all {
+		if rc.Spec.Minter.Type == rotationv1alpha1.MinterClientCertificate {
+			c.enqueue(rc)
+		}
+	}
+}
+
+// Run runs workers until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	runner.Run(ctx, "rotatingcredential", c.queue, c.synced, workers, c.sync)
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	rc, err := c.creds.RotatingCredentials(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		forget(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	rc = rc.DeepCopy()
+	if c.kube == nil {
+		return 0, c.degrade(ctx, rc, "NoHostCluster", "rekey-apiserver runs without a host cluster (--kubeconfig): there is no Secret to keep the credential in")
+	}
+	minter := c.minters[rc.Spec.Minter.Type]
+	if minter == nil {
+		return 0, c.degrade(ctx, rc, "UnknownMinter", fmt.Sprintf("minter type %q is not served", rc.Spec.Minter.Type))
+	}
+	secret, err := c.kube.CoreV1().Secrets(ns).Get(ctx, rc.Spec.SecretRef.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		secret = nil
+	} else if err != nil {
+		return 0, c.failed(ctx, rc, &MintError{Reason: "SecretUnreadable", Err: fmt.Errorf("reading Secret %s/%s: %w", ns, rc.Spec.SecretRef.Name, err)})
+	}
+	now := c.clock.Now()
+	plan := Next(Observed{RC: rc, Secret: secret, Now: now, DueReason: c.caRotated(rc, secret)})
+	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step)
+	switch plan.Step {
+	case StepWait:
+		setUntilRotation(key, rc, now)
+		if err := c.clearDegraded(ctx, rc); err != nil {
+			return 0, err
+		}
+		return max(plan.At.Sub(now), time.Millisecond), nil
+	case StepRefuse:
+		return 5 * time.Minute, c.degrade(ctx, rc, "SecretNotManaged", plan.Reason)
+	case StepRecord:
+		err = c.record(ctx, rc, secret)
+	case StepMint:
+		err = c.mint(ctx, rc, secret, plan)
+	case StepCopyOld:
+		err = c.copyOld(ctx, rc, secret)
+	case StepRevoke:
+		err = c.revoke(ctx, rc, secret, plan)
+	}
+	if err != nil {
+		var mintErr *MintError
+		if errors.As(err, &mintErr) {
+			return 0, c.failed(ctx, rc, mintErr)
+		}
+		return 0, err
+	}
+	logger.V(2).Info("Step done", "generation", plan.Generation, "old", plan.Old, "reason", plan.Reason)
+	if c.afterStep != nil {
+		c.afterStep(plan.Step)
+	}
+	// The next step at once: each is decided from what is now stored.
+	return time.Millisecond, nil
+}
+
+// caRotated says why a ClientCertificate is due now: its issuer is not the
+// signer's current CA any more.
+func (c *Controller) caRotated(rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret) string {
+	spec := rc.Spec.Minter.ClientCertificate
+	if spec == nil || secret == nil {
+		return ""
+	}
+	signer, err := c.signers.Get(validation.SignerObjectName(spec.SignerName))
+	if err != nil {
+		return ""
+	}
+	ca, err := c.cas.Get(signer.Spec.CertificateAuthorityRef.Name)
+	if err != nil || ca.Status.Current == nil {
+		return ""
+	}
+	block, _ := pem.Decode([]byte(ca.Status.Current.Certificate))
+	if block == nil {
+		return ""
+	}
+	current, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	if IssuerRotated(secret.Data["tls.crt"], current) {
+		return "the signer's CA rotated: the certificate is renewed under the new CA"
+	}
+	return ""
+}
+
+// mint makes generation plan.Generation and writes it into the Secret
+// (created when missing) in one write, with plan.Old to revoke later.
+func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
+	data, err := c.callMinter(ctx, rc, func(m Minter) (map[string][]byte, error) { return m.Mint(ctx, rc, plan.Generation) })
+	if err != nil {
+		return err
+	}
+	keys := slices.Sorted(maps.Keys(data))
+	create := secret == nil
+	if create {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: rc.Spec.SecretRef.Name, Namespace: rc.Namespace}, Type: corev1.SecretTypeOpaque}
+	} else {
+		secret = secret.DeepCopy()
+		// The previous current keys go unless they are being kept as .old.
+		for _, k := range ReadSecret(secret).Keys {
+			delete(secret.Data, k)
+		}
+	}
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	maps.Copy(secret.Data, data)
+	now := c.clock.Now()
+	secret.Labels[LabelManagedBy] = ManagedBy
+	a := secret.Annotations
+	a[AnnotationOwner] = string(rc.UID)
+	a[AnnotationGeneration] = strconv.FormatInt(plan.Generation, 10)
+	a[AnnotationMintTime] = now.UTC().Format(time.RFC3339Nano)
+	a[AnnotationKeys] = strings.Join(keys, ",")
+	a[AnnotationChecksum] = Checksum(secret.Data, keys)
+	delete(a, AnnotationRotatingFrom)
+	if plan.Old > 0 {
+		a[AnnotationOldGeneration] = strconv.FormatInt(plan.Old, 10)
+	} else {
+		delete(a, AnnotationOldGeneration)
+	}
+	secrets := c.kube.CoreV1().Secrets(rc.Namespace)
+	if create {
+		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		// The resourceVersion read is the precondition: a Secret changed
+		// meanwhile fails the write, and the next reconcile decides again.
+		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
+	}
+	rotations.WithLabelValues(string(rc.Spec.Minter.Type)).Inc()
+	return nil
+}
+
+// copyOld keeps the current keys as "<key>.old": the first step of a
+// rotation, recorded before anything is minted.
+func (c *Controller) copyOld(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret) error {
+	secret = secret.DeepCopy()
+	sec := ReadSecret(secret)
+	for _, k := range sec.Keys {
+		secret.Data[k+OldSuffix] = secret.Data[k]
+	}
+	secret.Annotations[AnnotationOldKeys] = strings.Join(sec.Keys, ",")
+	secret.Annotations[AnnotationRotatingFrom] = strconv.FormatInt(sec.Generation, 10)
+	if _, err := c.kube.CoreV1().Secrets(rc.Namespace).Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
+	}
+	return nil
+}
+
+// revoke revokes the previous generation, then removes its ".old" keys. A
+// revocation that succeeded but whose Secret write failed is repeated: the
+// minters tolerate that.
+func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
+	if _, err := c.callMinter(ctx, rc, func(m Minter) (map[string][]byte, error) { return nil, m.Revoke(ctx, rc, plan.Old) }); err != nil {
+		return err
+	}
+	secret = secret.DeepCopy()
+	sec := ReadSecret(secret)
+	for _, k := range sec.OldKeys {
+		delete(secret.Data, k+OldSuffix)
+	}
+	delete(secret.Annotations, AnnotationOldKeys)
+	delete(secret.Annotations, AnnotationOldGeneration)
+	if _, err := c.kube.CoreV1().Secrets(rc.Namespace).Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
+	}
+	return nil
+}
+
+// callMinter runs one minter call in its type's slots.
+func (c *Controller) callMinter(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, call func(Minter) (map[string][]byte, error)) (map[string][]byte, error) {
+	t := rc.Spec.Minter.Type
+	slots := c.slots[t]
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-slots }()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return call(c.minters[t])
+}
+
+// record writes what the Secret holds into status.
+func (c *Controller) record(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret) error {
+	sec := ReadSecret(secret)
+	st := &rc.Status
+	mint := metav1.NewTime(sec.MintTime)
+	next := metav1.NewTime(sec.MintTime.Add(rc.Spec.RotationInterval.Duration))
+	st.ObservedGeneration = rc.Generation
+	st.CredentialGeneration = sec.Generation
+	st.MintTime, st.NextRotationTime = &mint, &next
+	st.Phase = expectedPhase(sec)
+	st.GraceEndsTime = nil
+	if sec.OldGeneration > 0 {
+		graceEnds := metav1.NewTime(sec.MintTime.Add(rc.Spec.GracePeriod.Duration))
+		st.GraceEndsTime = &graceEnds
+	}
+	now := metav1.NewTime(c.clock.Now())
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Minted", ObservedGeneration: rc.Generation, LastTransitionTime: now,
+		Message: fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", "))})
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: "AsExpected", ObservedGeneration: rc.Generation, LastTransitionTime: now})
+	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+// failed reports a failed step as Degraded (the current credential stays)
+// and returns the error for a retry with back-off.
+func (c *Controller) failed(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, err *MintError) error {
+	failures.WithLabelValues(string(rc.Spec.Minter.Type), err.Reason).Inc()
+	if derr := c.degrade(ctx, rc, err.Reason, err.Error()); derr != nil {
+		klog.FromContext(ctx).Error(derr, "Could not report Degraded", "rotatingCredential", rc.Namespace+"/"+rc.Name)
+	}
+	return err
+}
+
+func (c *Controller) degrade(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, reason, message string) error {
+	if cond := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == reason && cond.Message == message {
+		return nil
+	}
+	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason, Message: message,
+		ObservedGeneration: rc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
+	if meta.FindStatusCondition(rc.Status.Conditions, ConditionReady) == nil {
+		meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "no credential minted yet",
+			ObservedGeneration: rc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
+	}
+	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+func (c *Controller) clearDegraded(ctx context.Context, rc *rotationv1alpha1.RotatingCredential) error {
+	cond := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded)
+	if cond == nil || cond.Status == metav1.ConditionFalse {
+		return nil
+	}
+	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: "AsExpected",
+		ObservedGeneration: rc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
+	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+// validKey says what is wrong with a Secret key, or "".
+func validKey(k string) string {
+	if strings.HasSuffix(k, OldSuffix) {
+		return "ends in " + OldSuffix + ", which rekey keeps for the previous credential"
+	}
+	return strings.Join(utilvalidation.IsConfigMapKey(k+OldSuffix), "; ")
+}
+

@@ -1,0 +1,200 @@
+package credential
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+)
+
+type harness struct {
+	t       *testing.T
+	c       *Controller
+	client  *fake.Clientset
+	kube    *kubefake.Clientset
+	clock   *clocktesting.FakeClock
+	indexer cache.Indexer
+	steps   []StepKind
+}
+
+func newHarness(t *testing.T, rc *rotationv1alpha1.RotatingCredential, minter Minter) *harness {
+	h := &harness{t: t, client: fake.NewSimpleClientset(rc), kube: kubefake.NewSimpleClientset(), clock: clocktesting.NewFakeClock(t0),
+		indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
+	h.c = &Controller{client: h.client, kube: h.kube, clock: h.clock,
+		creds:   rotationlisters.NewRotatingCredentialLister(h.indexer),
+		cas:     rotationlisters.NewCertificateAuthorityLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		signers: certlisters.NewSignerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		minters: map[rotationv1alpha1.MinterType]Minter{rc.Spec.Minter.Type: minter},
+		slots:   map[rotationv1alpha1.MinterType]chan struct{}{rc.Spec.Minter.Type: make(chan struct{}, 1)},
+	}
+	h.c.afterStep = func(s StepKind) { h.steps = append(h.steps, s) }
+	h.refresh()
+	return h
+}
+
+// refresh puts the stored RotatingCredential into the lister, as the
+// informer would.
+func (h *harness) refresh() *rotationv1alpha1.RotatingCredential {
+	rc, err := h.client.RotationV1alpha1().RotatingCredentials("team").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.indexer.Update(rc); err != nil {
+		h.t.Fatal(err)
+	}
+	return rc
+}
+
+// settle syncs until the controller waits or fails, and returns how long
+// it waits.
+func (h *harness) settle() (time.Duration, error) {
+	for i := 0; i < 20; i++ {
+		after, err := h.c.sync(context.Background(), "team/db")
+		h.refresh()
+		if err != nil || after > time.Millisecond {
+			return after, err
+		}
+	}
+	h.t.Fatal("no rest after 20 steps")
+	return 0, nil
+}
+
+func (h *harness) secretData() map[string][]byte {
+	s, err := h.kube.CoreV1().Secrets("team").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s.Data
+}
+
+// TestRotationWithARandomMinter: mint, wait exactly the interval, keep the
+// previous token as token.old through the grace period, then drop it.
+func TestRotationWithARandomMinter(t *testing.T) {
+	h := newHarness(t, newRC(), RandomMinter{})
+	after, err := h.settle()
+	if err != nil || after != time.Hour {
+		t.Fatalf("after the first mint: wait %v, %v", after, err)
+	}
+	first := h.secretData()["token"]
+	if len(first) != 43 || len(h.secretData()) != 1 {
+		t.Fatalf("Secret %v", h.secretData())
+	}
+	rc := h.refresh()
+	if rc.Status.CredentialGeneration != 1 || !meta.IsStatusConditionTrue(rc.Status.Conditions, ConditionReady) || rc.Status.NextRotationTime == nil || !rc.Status.NextRotationTime.Time.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("status %+v", rc.Status)
+	}
+
+	h.clock.SetTime(t0.Add(time.Hour))
+	h.steps = nil
+	after, err = h.settle()
+	if err != nil || after != 10*time.Minute {
+		t.Fatalf("after the rotation: wait %v, %v", after, err)
+	}
+	data := h.secretData()
+	if string(data["token.old"]) != string(first) || string(data["token"]) == string(first) || len(data) != 2 {
+		t.Fatalf("during the grace period the Secret has %d keys", len(data))
+	}
+	if rc := h.refresh(); rc.Status.Phase != rotationv1alpha1.CredentialRotating || rc.Status.CredentialGeneration != 2 || rc.Status.GraceEndsTime == nil {
+		t.Fatalf("status %+v", rc.Status)
+	}
+	if strings.Join(stepNames(h.steps), ",") != "CopyOld,Mint,Record" {
+		t.Fatalf("steps %v", h.steps)
+	}
+
+	h.clock.SetTime(t0.Add(time.Hour + 10*time.Minute))
+	after, err = h.settle()
+	if err != nil || after != 50*time.Minute {
+		t.Fatalf("after the grace period: wait %v, %v", after, err)
+	}
+	if data := h.secretData(); len(data) != 1 || data["token.old"] != nil {
+		t.Fatalf("the .old key stayed: %d keys", len(data))
+	}
+	if rc := h.refresh(); rc.Status.Phase != rotationv1alpha1.CredentialCompleted {
+		t.Fatalf("status %+v", rc.Status)
+	}
+}
+
+func stepNames(steps []StepKind) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// A webhook that fails: Degraded with the reason, the current credential
+// stays, and nothing of the response shows in status.
+func TestFailingWebhookKeepsTheCurrentCredential(t *testing.T) {
+	var mu sync.Mutex
+	var ops []string
+	fail := false
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req WebhookRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, req.Operation)
+		if fail {
+			http.Error(w, "secret-looking body s3cr3t", http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(WebhookResponse{Data: map[string][]byte{"password": []byte("gen-" + strings.Repeat("x", int(req.Generation)))}})
+	}))
+	defer srv.Close()
+	rc := newRC()
+	rc.Spec.Minter = rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook, Webhook: &rotationv1alpha1.WebhookMinter{URL: srv.URL}}
+	h := newHarness(t, rc, WebhookMinter{Transport: srv.Client().Transport})
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	h.clock.SetTime(t0.Add(time.Hour))
+	_, err := h.settle()
+	if err == nil {
+		t.Fatal("a failing webhook did not fail the step")
+	}
+	rc = h.refresh()
+	degraded := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded)
+	if degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != "WebhookFailed" || strings.Contains(degraded.Message, "s3cr3t") {
+		t.Fatalf("Degraded %+v", degraded)
+	}
+	if data := h.secretData(); string(data["password"]) != "gen-x" || rc.Status.CredentialGeneration != 1 {
+		t.Fatalf("the current credential did not stay: generation %d", rc.Status.CredentialGeneration)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	h.clock.SetTime(t0.Add(time.Hour + 10*time.Minute))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(t0.Add(time.Hour + 20*time.Minute))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(ops, ",") != "mint,mint,mint,revoke" {
+		t.Fatalf("webhook calls %v", ops)
+	}
+	if rc := h.refresh(); meta.IsStatusConditionTrue(rc.Status.Conditions, ConditionDegraded) || rc.Status.CredentialGeneration != 2 {
+		t.Fatalf("status after recovery %+v", rc.Status)
+	}
+}
