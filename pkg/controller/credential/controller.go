@@ -391,4 +391,3 @@ func validKey(k string) string {
 	}
 	return strings.Join(utilvalidation.IsConfigMapKey(k+OldSuffix), "; ")
 }
-
