@@ -5,6 +5,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
@@ -29,8 +30,19 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	cmd.AddCommand(newDecisionCommand(decisionApprove, newClient, streams))
 	cmd.AddCommand(newDecisionCommand(decisionDeny, newClient, streams))
-	cmd.AddCommand(newRotateCommand(newClient, streams))
-	cmd.AddCommand(newStatusCommand(newClient, streams))
+	namespace := func() (string, error) {
+		ns, _, err := configFlags.ToRawKubeConfigLoader().Namespace()
+		return ns, err
+	}
+	newKube := func() (kubernetes.Interface, error) {
+		cfg, err := configFlags.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		return kubernetes.NewForConfig(cfg)
+	}
+	cmd.AddCommand(newRotateCommand(newClient, namespace, streams))
+	cmd.AddCommand(newStatusCommand(newClient, newKube, namespace, streams))
 	cmd.AddCommand(newBundleCommand(newClient, streams))
 	cmd.AddCommand(newAttestCommand(newClient, streams))
 	return cmd

@@ -11,23 +11,29 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
 // newRotateCommand is `kubectl rekey rotate start|complete [--force] NAME`.
-func newRotateCommand(newClient func() (clientset.Interface, error), streams genericiooptions.IOStreams) *cobra.Command {
+func newRotateCommand(newClient func() (clientset.Interface, error), namespace func() (string, error), streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "rotate (start|complete) NAME",
-		Short: "Start or complete the two-phase rotation of a CertificateAuthority",
+		Use:   "rotate (start|complete) NAME | rcred/NAME",
+		Short: "Start or complete the two-phase rotation of a CertificateAuthority, or the rotation of a RotatingCredential",
 		Long: `Start makes a new CA key and certificate: the new CA signs from then on and
 both are trusted (phase Preparing, then Prepared). Complete stops trusting the
 old CA and destroys its key (Completing, then Completed); it is refused while
 certificates of the old CA are still valid and not renewed, unless --force.
 
-You need create on certificateauthorities/rotate (group rotation.rekey.io).`,
-		Example: "  kubectl rekey rotate start team-ca\n  kubectl rekey status team-ca\n  kubectl rekey rotate complete team-ca",
+For a RotatingCredential (rcred/NAME, in -n NAMESPACE), Start mints a new
+credential now (refused while a grace period runs) and Complete ends the grace
+period now, revoking the previous credential at once (after a leak, say).
+
+You need create on certificateauthorities/rotate or rotatingcredentials/rotate
+(group rotation.rekey.io).`,
+		Example: "  kubectl rekey rotate start team-ca\n  kubectl rekey status team-ca\n  kubectl rekey rotate complete team-ca\n  kubectl rekey rotate start rcred/db-password -n team-a",
 	}
 	for _, action := range []rotationv1alpha1.RotationAction{rotationv1alpha1.RotationStart, rotationv1alpha1.RotationComplete} {
 		action := action
@@ -41,7 +47,24 @@ You need create on certificateauthorities/rotate (group rotation.rekey.io).`,
 				if err != nil {
 					return err
 				}
-				ca, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(contextOf(cmd), args[0],
+				if name, ok := credentialName(args[0]); ok {
+					ns, err := namespace()
+					if err != nil {
+						return err
+					}
+					rc, err := client.RotationV1alpha1().RotatingCredentials(ns).Rotate(contextOf(cmd), name,
+						&rotationv1alpha1.Rotation{Action: action, Force: force}, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
+					if err != nil {
+						return fmt.Errorf("cannot %s the rotation of rotatingcredential %s/%s: %s", strings.ToLower(string(action)), ns, name, statusMessage(err))
+					}
+					what := "a new credential is minted now"
+					if action == rotationv1alpha1.RotationComplete {
+						what = "the previous credential is revoked now"
+					}
+					fmt.Fprintf(streams.Out, "rotatingcredential.rotation.rekey.io/%s: %s\n", rc.Name, what)
+					return nil
+				}
+				ca, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(contextOf(cmd), caName(args[0]),
 					&rotationv1alpha1.Rotation{Action: action, Force: force}, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
 				if err != nil {
 					return fmt.Errorf("cannot %s the rotation of %q: %s", strings.ToLower(string(action)), args[0], statusMessage(err))
@@ -58,6 +81,27 @@ You need create on certificateauthorities/rotate (group rotation.rekey.io).`,
 	return cmd
 }
 
+// credentialName reads rcred/NAME (or rotatingcredential(s)/NAME).
+func credentialName(arg string) (string, bool) {
+	kind, name, ok := strings.Cut(arg, "/")
+	switch kind {
+	case "rcred", "rotatingcredential", "rotatingcredentials", "rotatingcredential.rotation.rekey.io":
+		return name, ok && name != ""
+	}
+	return "", false
+}
+
+// caName reads NAME, rca/NAME or certificateauthority/NAME.
+func caName(arg string) string {
+	if kind, name, ok := strings.Cut(arg, "/"); ok {
+		switch kind {
+		case "rca", "certificateauthority", "certificateauthorities", "certificateauthority.rotation.rekey.io":
+			return name
+		}
+	}
+	return arg
+}
+
 func pastTense(a rotationv1alpha1.RotationAction) string {
 	if a == rotationv1alpha1.RotationStart {
 		return "started"
@@ -72,14 +116,17 @@ func contextOf(cmd *cobra.Command) context.Context {
 	return context.Background()
 }
 
-// newStatusCommand is `kubectl rekey status NAME`.
-func newStatusCommand(newClient func() (clientset.Interface, error), streams genericiooptions.IOStreams) *cobra.Command {
+// newStatusCommand is `kubectl rekey status NAME | rcred/NAME`.
+func newStatusCommand(newClient func() (clientset.Interface, error), newKube func() (kubernetes.Interface, error), namespace func() (string, error), streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
-		Use:   "status NAME",
-		Short: "Show a CertificateAuthority's rotation: phase, times, old and new CA, and who has not renewed",
+		Use:   "status NAME | rcred/NAME",
+		Short: "Show a CertificateAuthority's rotation (phase, times, old and new CA, who has not renewed) or a RotatingCredential's (mint time, next rotation, grace period, the Secret's keys)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ca, err := getCA(cmd, newClient, args[0])
+			if name, ok := credentialName(args[0]); ok {
+				return credentialStatus(cmd, newClient, newKube, namespace, streams.Out, name)
+			}
+			ca, err := getCA(cmd, newClient, caName(args[0]))
 			if err != nil {
 				return err
 			}
