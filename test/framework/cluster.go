@@ -66,6 +66,7 @@ type Cluster struct {
 	Admin                      kubernetes.Interface
 	RekeyAdmin                 clientset.Interface
 	rekeyArgs                  []string
+	rekeyEnv                   []string
 	rekeyBinary                string
 	hostIP                     string
 }
@@ -226,7 +227,7 @@ func (c *Cluster) StartRekey() error {
 		"--ca-key-encryption-key-file=" + p("ca-kek.key"),
 	}, c.rekeyArgs...)
 	var err error
-	c.Rekey, err = Start(c.Dir, "rekey-apiserver", c.rekeyBinary, args...)
+	c.Rekey, err = StartWithEnv(c.Dir, "rekey-apiserver", c.rekeyBinary, c.rekeyEnv, args...)
 	if err != nil {
 		return err
 	}
@@ -270,6 +271,22 @@ func (c *Cluster) kubectl(stdin []byte, args ...string) (string, error) {
 // RestartRekey stops rekey-apiserver and starts it again with extra flags
 // added to the cluster's (none: as configured).
 func (c *Cluster) RestartRekey(extraArgs ...string) error {
+	return c.RestartRekeyWithEnv(nil, extraArgs...)
+}
+
+// KillRekey kills rekey-apiserver with SIGKILL: nothing it was doing
+// finishes.
+func (c *Cluster) KillRekey() {
+	if c.Rekey != nil {
+		c.Rekey.Kill()
+	}
+}
+
+// RestartRekeyWithEnv is RestartRekey with extra environment variables for
+// this start only.
+func (c *Cluster) RestartRekeyWithEnv(env []string, extraArgs ...string) error {
+	c.rekeyEnv = env
+	defer func() { c.rekeyEnv = nil }()
 	if c.Rekey != nil {
 		c.Rekey.Stop(30 * time.Second)
 	}

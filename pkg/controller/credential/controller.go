@@ -246,12 +246,13 @@ func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCred
 		secret.Data = map[string][]byte{}
 	}
 	maps.Copy(secret.Data, data)
-	now := c.clock.Now()
+	// To the second, as status keeps it.
+	now := c.clock.Now().Truncate(time.Second)
 	secret.Labels[LabelManagedBy] = ManagedBy
 	a := secret.Annotations
 	a[AnnotationOwner] = string(rc.UID)
 	a[AnnotationGeneration] = strconv.FormatInt(plan.Generation, 10)
-	a[AnnotationMintTime] = now.UTC().Format(time.RFC3339Nano)
+	a[AnnotationMintTime] = now.UTC().Format(time.RFC3339)
 	a[AnnotationKeys] = strings.Join(keys, ",")
 	a[AnnotationChecksum] = Checksum(secret.Data, keys)
 	delete(a, AnnotationRotatingFrom)

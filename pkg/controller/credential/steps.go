@@ -151,7 +151,9 @@ func Next(o Observed) Plan {
 		// minted, which is revoked after the grace period.
 		return Plan{Step: StepMint, Generation: sec.Generation + 1, Old: sec.Generation, Reason: "the credential's keys were changed by hand"}
 	}
-	if p := expectedPhase(sec); sec.Generation != st.CredentialGeneration || st.MintTime == nil || !st.MintTime.Time.Equal(sec.MintTime) || st.Phase != p {
+	// Status keeps times to the second (metav1.Time), so they are
+	// compared to the second.
+	if p := expectedPhase(sec); sec.Generation != st.CredentialGeneration || st.MintTime == nil || st.MintTime.Unix() != sec.MintTime.Unix() || st.Phase != p {
 		return Plan{Step: StepRecord, Generation: sec.Generation, Reason: "status does not show the Secret's credential yet"}
 	}
 	interval, grace := rc.Spec.RotationInterval.Duration, rc.Spec.GracePeriod.Duration

@@ -79,6 +79,8 @@ func TestNextFromEveryState(t *testing.T) {
 		}(), want: Plan{Step: StepRefuse}},
 		"minted, not recorded (a mint time in the Secret newer than in status)": {rc: recorded(newRC(), 1, t0, ""), secret: rotated(1, t0.Add(time.Hour)),
 			now: t0.Add(time.Hour), want: Plan{Step: StepRecord, Generation: 2}},
+		"recorded through the API (to the second) from a Secret whose mint time has nanoseconds": {rc: recorded(newRC(), 1, t0, ""),
+			secret: managed(1, t0.Add(123456789), "v1"), now: t0.Add(time.Minute), want: Plan{Step: StepWait, At: t0.Add(time.Hour + 123456789)}},
 		"first mint, not recorded": {rc: newRC(), secret: managed(1, t0, "v1"), now: t0, want: Plan{Step: StepRecord, Generation: 1}},
 		"current, not due": {rc: recorded(newRC(), 1, t0, ""), secret: managed(1, t0, "v1"), now: t0.Add(30 * time.Minute),
 			want: Plan{Step: StepWait, At: t0.Add(time.Hour)}},

@@ -1,0 +1,411 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/credential"
+	"rekey.io/rekey/pkg/standalone"
+)
+
+// credentialNamespace makes a namespace where rekey may keep Secrets (the
+// RoleBinding an operator makes, artifacts/rbac/credential-rotation.yaml).
+func credentialNamespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cluster.Admin.RbacV1().RoleBindings(name).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rekey-credential-rotator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "rekey:credential-rotator"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "rekey-apiserver", Namespace: "rekey-system"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func newCredential(t *testing.T, ns string, interval, grace time.Duration, minter rotationv1alpha1.Minter) *rotationv1alpha1.RotatingCredential {
+	t.Helper()
+	rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(context.Background(), &rotationv1alpha1.RotatingCredential{
+		ObjectMeta: metav1.ObjectMeta{Name: "cred"},
+		Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: "cred"},
+			RotationInterval: &metav1.Duration{Duration: interval}, GracePeriod: &metav1.Duration{Duration: grace}, Minter: minter},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// waitSecret waits until the credential's Secret satisfies ok.
+func waitSecret(t *testing.T, ns, what string, timeout time.Duration, ok func(*corev1.Secret) bool) *corev1.Secret {
+	t.Helper()
+	var s *corev1.Secret
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		s, err = cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{})
+		return err == nil && ok(s), nil
+	})
+	if err != nil {
+		rc, _ := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(context.Background(), "cred", metav1.GetOptions{})
+		t.Fatalf("Secret %s/cred never %s; RotatingCredential status %+v", ns, what, rc.Status)
+	}
+	return s
+}
+
+func generation(s *corev1.Secret) int64 {
+	n, _ := strconv.ParseInt(s.Annotations[credential.AnnotationGeneration], 10, 64)
+	return n
+}
+
+func authenticates(t *testing.T, token []byte) bool {
+	t.Helper()
+	review, err := cluster.Admin.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: string(token)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return review.Status.Authenticated
+}
+
+// TestServiceAccountTokenRotation: with a 30s interval and a 20s grace
+// period, tokens rotate; during each grace period the Secret holds the old
+// and the new token and both authenticate; after it the old one is gone
+// from the Secret and kube-apiserver refuses it.
+func TestServiceAccountTokenRotation(t *testing.T) {
+	t.Parallel()
+	ns := credentialNamespace(t, "rcred-sa")
+	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newCredential(t, ns, 30*time.Second, 20*time.Second, rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterServiceAccountToken,
+		ServiceAccountToken: &rotationv1alpha1.ServiceAccountTokenMinter{ServiceAccountName: "app"}})
+	s := waitSecret(t, ns, "minted", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 })
+	previous := s.Data["token"]
+	if !authenticates(t, previous) {
+		t.Fatal("the first token does not authenticate")
+	}
+	for gen := int64(2); gen <= 3; gen++ {
+		s = waitSecret(t, ns, fmt.Sprintf("rotated to generation %d", gen), 60*time.Second, func(s *corev1.Secret) bool { return generation(s) == gen })
+		current := s.Data["token"]
+		if string(s.Data["token.old"]) != string(previous) || string(current) == string(previous) {
+			t.Fatalf("generation %d: the grace period's Secret does not hold the old and the new token", gen)
+		}
+		if !authenticates(t, previous) || !authenticates(t, current) {
+			t.Fatalf("generation %d: during the grace period the old and the new token must both authenticate", gen)
+		}
+		waitSecret(t, ns, "without the old token", 40*time.Second, func(s *corev1.Secret) bool { return s.Data["token.old"] == nil })
+		if authenticates(t, previous) {
+			t.Fatalf("generation %d: the old token still authenticates after the grace period", gen)
+		}
+		if !authenticates(t, current) {
+			t.Fatalf("generation %d: the current token does not authenticate", gen)
+		}
+		previous = current
+	}
+}
+
+// webhookServer is an external credential system: it mints a password per
+// call and records mint and revoke in order; fail and hang make it answer
+// 500 or nothing.
+type webhookServer struct {
+	*httptest.Server
+	mu         sync.Mutex
+	calls      []string
+	active     map[string]int64 // password -> generation
+	fail, hang bool
+}
+
+func newWebhookServer(t *testing.T) *webhookServer {
+	w := &webhookServer{active: map[string]int64{}}
+	w.Server = httptest.NewTLSServer(http.HandlerFunc(w.serve))
+	t.Cleanup(w.Close)
+	return w
+}
+
+func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
+	var req credential.WebhookRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(rw, "bad request", http.StatusBadRequest)
+		return
+	}
+	w.mu.Lock()
+	hang, fail := w.hang, w.fail
+	w.mu.Unlock()
+	if hang {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if fail {
+		w.calls = append(w.calls, "failed "+req.Operation)
+		http.Error(rw, "unavailable", http.StatusInternalServerError)
+		return
+	}
+	w.calls = append(w.calls, fmt.Sprintf("%s %d", req.Operation, req.Generation))
+	switch req.Operation {
+	case "mint":
+		password := fmt.Sprintf("g%d-%d", req.Generation, time.Now().UnixNano())
+		w.active[password] = req.Generation
+		_ = json.NewEncoder(rw).Encode(credential.WebhookResponse{Data: map[string][]byte{"password": []byte(password)}})
+	case "revoke":
+		for p, g := range w.active {
+			if g == req.Generation {
+				delete(w.active, p)
+			}
+		}
+	}
+}
+
+func (w *webhookServer) set(fail, hang bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fail, w.hang = fail, hang
+}
+
+// succeeded is the calls that got through, in order.
+func (w *webhookServer) succeeded() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, c := range w.calls {
+		if !strings.HasPrefix(c, "failed") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (w *webhookServer) minter(timeout int32) rotationv1alpha1.Minter {
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.Certificate().Raw})
+	return rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook, Webhook: &rotationv1alpha1.WebhookMinter{URL: w.URL, CABundle: caPEM, TimeoutSeconds: &timeout}}
+}
+
+func waitDegraded(t *testing.T, ns, reason string) {
+	t.Helper()
+	var rc *rotationv1alpha1.RotatingCredential
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		rc, err = cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
+		c := meta.FindStatusCondition(rc.Status.Conditions, credential.ConditionDegraded)
+		return err == nil && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, nil
+	})
+	if err != nil {
+		t.Fatalf("never Degraded %s: %+v", reason, rc.Status.Conditions)
+	}
+}
+
+// TestWebhookRotation: mint and revoke reach the webhook in order; a
+// webhook that fails or times out gives Degraded with the reason and the
+// current credential stays; deleting the Secret by hand mints again.
+func TestWebhookRotation(t *testing.T) {
+	t.Parallel()
+	ns := credentialNamespace(t, "rcred-webhook")
+	hook := newWebhookServer(t)
+	newCredential(t, ns, 30*time.Second, 20*time.Second, hook.minter(2))
+	first := waitSecret(t, ns, "minted", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 }).Data["password"]
+
+	hook.set(true, false)
+	waitDegraded(t, ns, "WebhookFailed")
+	hook.set(false, true)
+	waitDegraded(t, ns, "WebhookTimeout")
+	s := waitSecret(t, ns, "read", time.Second, func(*corev1.Secret) bool { return true })
+	if generation(s) != 1 || string(s.Data["password"]) != string(first) {
+		t.Fatal("a failing webhook changed the current credential")
+	}
+	hook.set(false, false)
+	waitSecret(t, ns, "rotated", 60*time.Second, func(s *corev1.Secret) bool { return generation(s) == 2 })
+	waitSecret(t, ns, "without the old password", 40*time.Second, func(s *corev1.Secret) bool { return s.Data["password.old"] == nil })
+
+	if err := cluster.Admin.CoreV1().Secrets(ns).Delete(context.Background(), "cred", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, ns, "minted again", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 3 && s.Data["password"] != nil })
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 40*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Join(hook.succeeded(), ",") == "mint 1,mint 2,revoke 1,mint 3,revoke 2", nil
+	})
+	if err != nil {
+		t.Fatalf("webhook calls %v", hook.succeeded())
+	}
+}
+
+// TestClientCertificateRotation: the current tls.crt and tls.key
+// authenticate to kube-apiserver as the common name, before and after a
+// rotation of the signer's CA, which renews the certificate at once.
+func TestClientCertificateRotation(t *testing.T) {
+	ns := credentialNamespace(t, "rcred-cert")
+	const caName = "rekey.io-kube-apiserver-client"
+	newCredential(t, ns, 10*time.Minute, 20*time.Second, rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterClientCertificate,
+		ClientCertificate: &rotationv1alpha1.ClientCertificateMinter{SignerName: "rekey.io/kube-apiserver-client", CommonName: "rcred-app", Organizations: []string{"rcred-e2e"}}})
+	s := waitSecret(t, ns, "minted", 60*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 })
+	if len(s.Data["ca.crt"]) == 0 {
+		t.Fatal("no ca.crt")
+	}
+	if err := cluster.TrustClientCAs(s.Data["ca.crt"]); err != nil {
+		t.Fatal(err)
+	}
+	whoAmIWith := func(s *corev1.Secret) string {
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := standalone.WriteKubeconfig(path, cluster.KubeAPIURL, cluster.ServingCA.CertPEM(), "rcred-app", s.Data["tls.crt"], s.Data["tls.key"]); err != nil {
+			t.Fatal(err)
+		}
+		return whoAmI(t, path)
+	}
+	if got := whoAmIWith(s); got != "rcred-app" {
+		t.Fatalf("before the CA rotation kube-apiserver sees %q", got)
+	}
+	ctx := context.Background()
+	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSecret(t, ns, "renewed under the new CA", 90*time.Second, func(s *corev1.Secret) bool { return generation(s) == 2 })
+	if err := cluster.TrustClientCAs(s.Data["ca.crt"]); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoAmIWith(s); got != "rcred-app" {
+		t.Fatalf("after the CA rotation started kube-apiserver sees %q", got)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
+		return err == nil && ca.Status.Phase == rotationv1alpha1.PhasePrepared, nil
+	})
+	if err != nil {
+		t.Fatal("the CA rotation did not reach Prepared")
+	}
+	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ca *rotationv1alpha1.CertificateAuthority
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
+		return err == nil && ca.Status.Phase == rotationv1alpha1.PhaseCompleted, nil
+	})
+	if err != nil {
+		t.Fatal("the CA rotation did not complete")
+	}
+	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSecret(t, ns, "read", time.Second, func(*corev1.Secret) bool { return true })
+	if got := whoAmIWith(s); got != "rcred-app" {
+		t.Fatalf("after the CA rotation completed kube-apiserver sees %q", got)
+	}
+}
+
+// TestCredentialRotationSurvivesSIGKILL: rekey-apiserver is killed with
+// SIGKILL after every step of a rotation (a test hook pauses it there) and
+// started again; the rotation still ends with exactly one current
+// credential, the one in the Secret, none lost, and no revoke of a
+// credential that was current.
+func TestCredentialRotationSurvivesSIGKILL(t *testing.T) {
+	ns := credentialNamespace(t, "rcred-crash")
+	hook := newWebhookServer(t)
+	pauseDir := t.TempDir()
+	env := []string{"REKEY_TEST_CREDENTIAL_PAUSE_DIR=" + pauseDir}
+	if err := cluster.RestartRekeyWithEnv(env); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.RestartRekey(); err != nil {
+			t.Errorf("restarting rekey without the hook: %v", err)
+		}
+	})
+	newCredential(t, ns, 30*time.Second, 20*time.Second, hook.minter(5))
+	kills := 0
+	seen := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(context.Background(), "cred", metav1.GetOptions{})
+		rc, rcErr := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(context.Background(), "cred", metav1.GetOptions{})
+		if err == nil && rcErr == nil && generation(s) == 2 && s.Data["password.old"] == nil && rc.Status.Phase == rotationv1alpha1.CredentialCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotation did not finish after %d kills; webhook calls %v", kills, hook.succeeded())
+		}
+		entries, _ := os.ReadDir(pauseDir)
+		paused := false
+		for _, e := range entries {
+			if !seen[e.Name()] {
+				seen[e.Name()] = true
+				paused = true
+				t.Logf("paused after %s", e.Name())
+			}
+		}
+		if paused {
+			// Every step is followed by a kill; the new process numbers its
+			// steps from 1 again.
+			for _, e := range entries {
+				_ = os.Remove(filepath.Join(pauseDir, e.Name()))
+			}
+			seen = map[string]bool{}
+			cluster.KillRekey()
+			kills++
+			if err := cluster.RestartRekeyWithEnv(env); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if kills < 5 {
+		t.Fatalf("only %d kills: the hook did not pause after every step", kills)
+	}
+	s := waitSecret(t, ns, "read", time.Second, func(*corev1.Secret) bool { return true })
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	// Exactly one current credential: the webhook's only unrevoked one is
+	// the Secret's (a mint repeated after a kill is revoked with its
+	// generation, never left behind).
+	if len(hook.active) != 1 {
+		t.Fatalf("the webhook holds %d unrevoked credentials, want 1: %v (calls %v)", len(hook.active), hook.active, hook.calls)
+	}
+	for password, gen := range hook.active {
+		if string(s.Data["password"]) != password || gen != 2 {
+			t.Fatalf("the Secret's credential is not the unrevoked one (generation %d)", gen)
+		}
+	}
+	// No revoke of a credential still current: generation 1 was revoked
+	// only after generation 2 was minted, and generation 2 never.
+	mint2, revoke1 := -1, -1
+	for i, c := range hook.calls {
+		if c == "mint 2" && mint2 < 0 {
+			mint2 = i
+		}
+		if c == "revoke 1" && revoke1 < 0 {
+			revoke1 = i
+		}
+		if c == "revoke 2" {
+			t.Fatalf("the current generation was revoked: %v", hook.calls)
+		}
+	}
+	if mint2 < 0 || revoke1 < mint2 {
+		t.Fatalf("calls out of order: %v", hook.calls)
+	}
+	t.Logf("%d kills; webhook calls %v", kills, hook.calls)
+}
