@@ -46,16 +46,20 @@ func credentialNamespace(t *testing.T, name string) string {
 	return name
 }
 
+// newCredential creates the RotatingCredential "cred", retrying while a
+// freshly started rekey-apiserver cannot authenticate requests yet.
 func newCredential(t *testing.T, ns string, interval, grace time.Duration, minter rotationv1alpha1.Minter) *rotationv1alpha1.RotatingCredential {
 	t.Helper()
-	rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(context.Background(), &rotationv1alpha1.RotatingCredential{
-		ObjectMeta: metav1.ObjectMeta{Name: "cred"},
-		Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: "cred"},
-			RotationInterval: &metav1.Duration{Duration: interval}, GracePeriod: &metav1.Duration{Duration: grace}, Minter: minter},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var rc *rotationv1alpha1.RotatingCredential
+	eventually(t, func() error {
+		var err error
+		rc, err = cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(context.Background(), &rotationv1alpha1.RotatingCredential{
+			ObjectMeta: metav1.ObjectMeta{Name: "cred"},
+			Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: "cred"},
+				RotationInterval: &metav1.Duration{Duration: interval}, GracePeriod: &metav1.Duration{Duration: grace}, Minter: minter},
+		}, metav1.CreateOptions{})
+		return err
+	})
 	return rc
 }
 
