@@ -208,7 +208,9 @@ func (m hangingMinter) Mint(ctx context.Context, _ *rotationv1alpha1.RotatingCre
 	<-ctx.Done()
 	return nil, &MintError{Reason: "WebhookTimeout", Err: ctx.Err()}
 }
-func (hangingMinter) Revoke(context.Context, *rotationv1alpha1.RotatingCredential, int64) error { return nil }
+func (hangingMinter) Revoke(context.Context, *rotationv1alpha1.RotatingCredential, int64) error {
+	return nil
+}
 
 // A webhook that hangs holds its own minter's slots, never the others':
 // a Random credential mints while every webhook slot is taken.
