@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -24,6 +27,19 @@ func TestExampleManifestsAreAccepted(t *testing.T) {
 		if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, f)); err != nil {
 			t.Fatalf("kubectl create -f %s: %v %s%s", f, err, out, errOut)
 		}
+	}
+	// The RotatingCredential example is accepted; a standalone server has
+	// no host cluster to keep its Secret in, and says so.
+	if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, "rotatingcredential.yaml")); err != nil {
+		t.Fatalf("kubectl create -f rotatingcredential.yaml: %v %s%s", err, out, errOut)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		rc, err := srv.Client.RotationV1alpha1().RotatingCredentials("team-a").Get(ctx, "db-password", metav1.GetOptions{})
+		c := meta.FindStatusCondition(rc.Status.Conditions, "Degraded")
+		return err == nil && c != nil && c.Reason == "NoHostCluster", nil
+	})
+	if err != nil {
+		t.Fatal("the standalone server did not report NoHostCluster for the RotatingCredential example")
 	}
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "artifacts", "examples", "csr*.yaml"))
 	if err != nil || len(files) == 0 {
