@@ -28,6 +28,30 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				spec.KeyStore.Type = rotation.KeyStoreEtcd
 			}
 		},
+		func(spec *rotation.RotatingCredentialSpec, c randfill.Continue) {
+			c.FillNoCustom(spec)
+			// What v1alpha1 defaulting produces.
+			if spec.RotationInterval == nil {
+				spec.RotationInterval = &metav1.Duration{Duration: 720 * time.Hour}
+			}
+			if spec.GracePeriod == nil {
+				spec.GracePeriod = &metav1.Duration{Duration: 10 * time.Minute}
+			}
+			if r := spec.Minter.Random; r != nil {
+				if r.Key == "" {
+					r.Key = "token"
+				}
+				if r.Length == 0 {
+					r.Length = 32
+				}
+			}
+		},
+		func(status *rotation.RotatingCredentialStatus, c randfill.Continue) {
+			c.FillNoCustom(status)
+			if len(status.Conditions) == 0 {
+				status.Conditions = nil
+			}
+		},
 		func(status *rotation.CertificateAuthorityStatus, c randfill.Continue) {
 			c.FillNoCustom(status)
 			if len(status.Conditions) == 0 {

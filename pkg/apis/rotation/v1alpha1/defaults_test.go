@@ -24,3 +24,16 @@ func TestCertificateAuthorityDefaults(t *testing.T) {
 		t.Fatalf("defaulting overwrote set fields: %+v", set.Spec)
 	}
 }
+
+func TestRotatingCredentialDefaults(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rc := &RotatingCredential{Spec: RotatingCredentialSpec{Minter: Minter{Type: MinterRandom, Random: &RandomMinter{}}}}
+	scheme.Default(rc)
+	if rc.Spec.RotationInterval.Duration != DefaultRotationInterval || rc.Spec.GracePeriod.Duration != DefaultGracePeriod ||
+		rc.Spec.Minter.Random.Key != "token" || rc.Spec.Minter.Random.Length != 32 {
+		t.Fatalf("defaults %+v", rc.Spec)
+	}
+}

@@ -31,6 +31,8 @@ import (
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CertificateAuthority{}, func(obj interface{}) { SetObjectDefaults_CertificateAuthority(obj.(*CertificateAuthority)) })
 	scheme.AddTypeDefaultingFunc(&CertificateAuthorityList{}, func(obj interface{}) { SetObjectDefaults_CertificateAuthorityList(obj.(*CertificateAuthorityList)) })
+	scheme.AddTypeDefaultingFunc(&RotatingCredential{}, func(obj interface{}) { SetObjectDefaults_RotatingCredential(obj.(*RotatingCredential)) })
+	scheme.AddTypeDefaultingFunc(&RotatingCredentialList{}, func(obj interface{}) { SetObjectDefaults_RotatingCredentialList(obj.(*RotatingCredentialList)) })
 	return nil
 }
 
@@ -42,5 +44,16 @@ func SetObjectDefaults_CertificateAuthorityList(in *CertificateAuthorityList) {
 	for i := range in.Items {
 		a := &in.Items[i]
 		SetObjectDefaults_CertificateAuthority(a)
+	}
+}
+
+func SetObjectDefaults_RotatingCredential(in *RotatingCredential) {
+	SetDefaults_RotatingCredentialSpec(&in.Spec)
+}
+
+func SetObjectDefaults_RotatingCredentialList(in *RotatingCredentialList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_RotatingCredential(a)
 	}
 }
