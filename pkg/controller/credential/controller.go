@@ -221,7 +221,9 @@ func (c *Controller) caRotated(rc *rotationv1alpha1.RotatingCredential, secret *
 // mint makes generation plan.Generation and writes it into the Secret
 // (created when missing) in one write, with plan.Old to revoke later.
 func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
-	data, err := c.callMinter(ctx, rc, func(m Minter) (map[string][]byte, error) { return m.Mint(ctx, rc, plan.Generation) })
+	data, err := c.callMinter(ctx, rc, func(ctx context.Context, m Minter) (map[string][]byte, error) {
+		return m.Mint(ctx, rc, plan.Generation)
+	})
 	if err != nil {
 		return err
 	}
@@ -296,7 +298,9 @@ func (c *Controller) copyOld(ctx context.Context, rc *rotationv1alpha1.RotatingC
 // revocation that succeeded but whose Secret write failed is repeated: the
 // minters tolerate that.
 func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
-	if _, err := c.callMinter(ctx, rc, func(m Minter) (map[string][]byte, error) { return nil, m.Revoke(ctx, rc, plan.Old) }); err != nil {
+	if _, err := c.callMinter(ctx, rc, func(ctx context.Context, m Minter) (map[string][]byte, error) {
+		return nil, m.Revoke(ctx, rc, plan.Old)
+	}); err != nil {
 		return err
 	}
 	secret = secret.DeepCopy()
@@ -312,8 +316,9 @@ func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	return nil
 }
 
-// callMinter runs one minter call in its type's slots.
-func (c *Controller) callMinter(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, call func(Minter) (map[string][]byte, error)) (map[string][]byte, error) {
+// callMinter runs one minter call in its type's slots, bounded to a
+// minute whatever the minter does.
+func (c *Controller) callMinter(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, call func(context.Context, Minter) (map[string][]byte, error)) (map[string][]byte, error) {
 	t := rc.Spec.Minter.Type
 	slots := c.slots[t]
 	select {
@@ -324,7 +329,7 @@ func (c *Controller) callMinter(ctx context.Context, rc *rotationv1alpha1.Rotati
 	defer func() { <-slots }()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return call(c.minters[t])
+	return call(ctx, c.minters[t])
 }
 
 // record writes what the Secret holds into status.

@@ -48,7 +48,7 @@ func (m ServiceAccountTokenMinter) Mint(ctx context.Context, rc *rotationv1alpha
 	if apierrors.IsAlreadyExists(err) {
 		binding, err = secrets.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && (binding.Type != BindingSecretType || binding.Annotations[AnnotationOwner] != string(rc.UID)) {
-			return nil, &MintError{Reason: "BindingConflict", Err: fmt.Errorf("Secret %s/%s exists and is not this RotatingCredential's token binding", rc.Namespace, name)}
+			return nil, &MintError{Reason: "BindingConflict", Err: fmt.Errorf("the Secret %s/%s exists and is not this RotatingCredential's token binding", rc.Namespace, name)}
 		}
 	}
 	if err != nil {
