@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,7 +98,17 @@ func StartStandalone(t testing.TB, dataDir string, extraArgs ...string) *Standal
 // variables for the server process (e.g. SOFTHSM2_CONF).
 func StartStandaloneWithEnv(t testing.TB, dataDir string, env []string, extraArgs ...string) *Standalone {
 	t.Helper()
-	s, err := LaunchStandalone(t.TempDir(), Binary(t, "rekey-apiserver"), dataDir, FreePort(t), env, extraArgs...)
+	var s *Standalone
+	var err error
+	for attempt := 0; ; attempt++ {
+		s, err = LaunchStandalone(t.TempDir(), Binary(t, "rekey-apiserver"), dataDir, FreePort(t), env, extraArgs...)
+		// A free port can be taken between choosing it and listening on it
+		// (the embedded etcd's own listeners pick ports too): choose again.
+		if err == nil || s == nil || attempt == 2 || !strings.Contains(s.LogTail(4000), "address already in use") {
+			break
+		}
+		s.Stop(t)
+	}
 	if s != nil {
 		t.Cleanup(func() {
 			s.Stop(t)
