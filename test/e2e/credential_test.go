@@ -25,6 +25,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/credential"
 	"rekey.io/rekey/pkg/standalone"
+	"rekey.io/rekey/test/framework"
 )
 
 // credentialNamespace makes a namespace where rekey may keep Secrets (the
@@ -234,6 +235,19 @@ func TestWebhookRotation(t *testing.T) {
 	newCredential(t, ns, 30*time.Second, 20*time.Second, hook.minter(2))
 	first := waitSecret(t, ns, "minted", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 }).Data["password"]
 
+	// kubectl rekey shows the names of the Secret's keys, never a value,
+	// and refuses a Complete outside a grace period naming the phase.
+	plugin := framework.Binary(t, "kubectl-rekey")
+	env := []string{"PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	out, errOut, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "status", "rcred/cred", "-n", ns)
+	if err != nil || !strings.Contains(out, "Generation:") || !strings.Contains(out, "keys: password") || strings.Contains(out, string(first)) {
+		t.Fatalf("kubectl rekey status rcred/cred: %v\n%s%s", err, out, errOut)
+	}
+	_, errOut, err = framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "rotate", "complete", "rcred/cred", "-n", ns)
+	if err == nil || !strings.Contains(errOut, "phase is") {
+		t.Fatalf("kubectl rekey rotate complete outside a grace period: %v\n%s", err, errOut)
+	}
+
 	hook.set(true, false)
 	waitDegraded(t, ns, "WebhookFailed")
 	hook.set(false, true)
@@ -250,7 +264,7 @@ func TestWebhookRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSecret(t, ns, "minted again", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 3 && s.Data["password"] != nil })
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 40*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 40*time.Second, true, func(context.Context) (bool, error) {
 		return strings.Join(hook.succeeded(), ",") == "mint 1,mint 2,revoke 1,mint 3,revoke 2", nil
 	})
 	if err != nil {
