@@ -7,15 +7,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/registry/rotation/rotate"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 )
 
 // The rotate subresource refuses invalid Rotations before anything else
 // and says it takes Rotations.
 func TestRotateRESTRefusesInvalidRotations(t *testing.T) {
-	r := &RotateREST{}
+	r := rotate.NewREST(&genericregistry.Store{}, rotateStrategy{}, nil, transition)
 	if gvk := r.GroupVersionKind(schema.GroupVersion{Group: "rotation.rekey.io", Version: "v1alpha1"}); gvk.Kind != "Rotation" {
 		t.Fatalf("kind %v", gvk)
 	}

@@ -10,6 +10,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/registry"
 	"rekey.io/rekey/pkg/registry/printers"
+	"rekey.io/rekey/pkg/registry/rotation/rotate"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 )
 
@@ -43,7 +44,7 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 type Storage struct {
 	CertificateAuthority *registry.REST
 	Status               *registry.SubresourceREST
-	Rotate               *RotateREST
+	Rotate               *rotate.REST
 }
 
 // NewStorage returns the main, /status and /rotate storage. A new CA may

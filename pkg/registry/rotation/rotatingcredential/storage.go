@@ -7,11 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -19,6 +17,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation/validation"
 	"rekey.io/rekey/pkg/registry"
 	"rekey.io/rekey/pkg/registry/printers"
+	"rekey.io/rekey/pkg/registry/rotation/rotate"
 )
 
 // table prints what `kubectl get rcred` shows.
@@ -49,7 +48,7 @@ var table = printers.Table[*rotation.RotatingCredential]{
 type Storage struct {
 	RotatingCredential *registry.REST
 	Status             *registry.SubresourceREST
-	Rotate             *RotateREST
+	Rotate             *rotate.REST
 }
 
 // NewStorage returns the main, /status and /rotate storage.
@@ -69,75 +68,29 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, err
 	}
-	rotate := *store
-	rotate.UpdateStrategy, rotate.ResetFieldsStrategy = rotateStrategy{s}, rotateStrategy{s}
 	return &Storage{
 		RotatingCredential: registry.NewREST(store, "rcred"),
 		Status:             registry.NewSubresourceREST(store, statusStrategy{s}),
-		Rotate:             &RotateREST{store: &rotate, clock: clk},
+		Rotate:             rotate.NewREST(store, rotateStrategy{s}, clk, transition),
 	}, nil
 }
 
-// RotateREST serves POST of a Rotation to rotatingcredentials/NAME/rotate:
-// Start asks for a mint now, Complete for the end of the grace period now
-// (the previous credential is revoked at once). It records the request in
-// status for the controller; the RotationPhases admission plugin has
-// checked the phase, and the update checks it again inside the storage's
+// transition records a /rotate request for the controller: Start asks for
+// a mint now, Complete for the end of the grace period now (the previous
+// credential is revoked at once). The phase admission plugin has checked
+// the phase by then; the transition checks it again inside the storage's
 // compare-and-swap.
-type RotateREST struct {
-	store *genericregistry.Store
-	clock clock.PassiveClock
-}
-
-var (
-	_ rest.NamedCreater             = &RotateREST{}
-	_ rest.GroupVersionKindProvider = &RotateREST{}
-)
-
-// New returns the request kind.
-func (r *RotateREST) New() runtime.Object { return &rotation.Rotation{} }
-
-// Destroy does nothing: the main resource owns the store.
-func (r *RotateREST) Destroy() {}
-
-// GroupVersionKind says the subresource takes Rotations.
-func (r *RotateREST) GroupVersionKind(containingGV schema.GroupVersion) schema.GroupVersionKind {
-	return containingGV.WithKind("Rotation")
-}
-
-// Create records the request.
-func (r *RotateREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	if options == nil {
-		options = &metav1.CreateOptions{}
+func transition(stored runtime.Object, rot *rotation.Rotation, now metav1.Time) (runtime.Object, error) {
+	rc := stored.(*rotation.RotatingCredential).DeepCopy()
+	if err := validation.CheckCredentialTransition(rc, rot); err != nil {
+		return nil, apierrors.NewConflict(rotation.Resource("rotatingcredentials"), rc.Name, err)
 	}
-	rot, ok := obj.(*rotation.Rotation)
-	if !ok {
-		return nil, apierrors.NewBadRequest("the rotate subresource takes a Rotation")
+	if rot.Action == rotation.RotationStart {
+		rc.Status.RotationRequestedTime = &now
+	} else {
+		rc.Status.CompletionRequestedTime = &now
 	}
-	if errs := validation.ValidateRotation(rot); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(rotation.Kind("Rotation"), name, errs)
-	}
-	if createValidation != nil {
-		if err := createValidation(ctx, rot.DeepCopyObject()); err != nil {
-			return nil, err
-		}
-	}
-	transition := func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
-		rc := old.(*rotation.RotatingCredential).DeepCopy()
-		if err := validation.CheckCredentialTransition(rc, rot); err != nil {
-			return nil, apierrors.NewConflict(rotation.Resource("rotatingcredentials"), name, err)
-		}
-		now := metav1.NewTime(r.clock.Now())
-		if rot.Action == rotation.RotationStart {
-			rc.Status.RotationRequestedTime = &now
-		} else {
-			rc.Status.CompletionRequestedTime = &now
-		}
-		return rc, nil
-	}
-	updated, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, transition), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc,
-		false, &metav1.UpdateOptions{DryRun: options.DryRun, FieldManager: options.FieldManager})
-	return updated, err
+	return rc, nil
 }
 
 // rotateStrategy lets /rotate record its request; spec and metadata stay.
