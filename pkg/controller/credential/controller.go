@@ -6,8 +6,6 @@ package credential
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -29,6 +28,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
@@ -110,7 +110,7 @@ func (c *Controller) enqueue(obj any) {
 }
 
 func (c *Controller) enqueueClientCertificates() {
-	all, err := c.creds.List(labelsEverything())
+	all, err := c.creds.List(labels.Everything())
 	if err != nil {
 		return
 	}
@@ -158,7 +158,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step)
 	switch plan.Step {
 	case StepWait:
-		setUntilRotation(key, rc, now)
+		setUntilRotation(rc, now)
 		if err := c.clearDegraded(ctx, rc); err != nil {
 			return 0, err
 		}
@@ -204,11 +204,7 @@ func (c *Controller) caRotated(rc *rotationv1alpha1.RotatingCredential, secret *
 	if err != nil || ca.Status.Current == nil {
 		return ""
 	}
-	block, _ := pem.Decode([]byte(ca.Status.Current.Certificate))
-	if block == nil {
-		return ""
-	}
-	current, err := x509.ParseCertificate(block.Bytes)
+	current, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		return ""
 	}
@@ -263,16 +259,8 @@ func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCred
 	} else {
 		delete(a, AnnotationOldGeneration)
 	}
-	secrets := c.kube.CoreV1().Secrets(rc.Namespace)
-	if create {
-		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
-	} else {
-		// The resourceVersion read is the precondition: a Secret changed
-		// meanwhile fails the write, and the next reconcile decides again.
-		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
-	}
-	if err != nil {
-		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
+	if err := c.writeSecret(ctx, rc, secret, create); err != nil {
+		return err
 	}
 	rotations.WithLabelValues(string(rc.Spec.Minter.Type)).Inc()
 	return nil
@@ -288,10 +276,7 @@ func (c *Controller) copyOld(ctx context.Context, rc *rotationv1alpha1.RotatingC
 	}
 	secret.Annotations[AnnotationOldKeys] = strings.Join(sec.Keys, ",")
 	secret.Annotations[AnnotationRotatingFrom] = strconv.FormatInt(sec.Generation, 10)
-	if _, err := c.kube.CoreV1().Secrets(rc.Namespace).Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
-	}
-	return nil
+	return c.writeSecret(ctx, rc, secret, false)
 }
 
 // revoke revokes the previous generation, then removes its ".old" keys. A
@@ -310,7 +295,22 @@ func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	}
 	delete(secret.Annotations, AnnotationOldKeys)
 	delete(secret.Annotations, AnnotationOldGeneration)
-	if _, err := c.kube.CoreV1().Secrets(rc.Namespace).Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	return c.writeSecret(ctx, rc, secret, false)
+}
+
+// writeSecret creates the Secret in the RotatingCredential's namespace, or
+// updates it with the resourceVersion it was read at as the precondition:
+// a Secret changed meanwhile fails the write, and the next reconcile
+// decides again.
+func (c *Controller) writeSecret(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, create bool) error {
+	secrets := c.kube.CoreV1().Secrets(rc.Namespace)
+	var err error
+	if create {
+		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
 		return &MintError{Reason: "SecretWriteFailed", Err: fmt.Errorf("writing Secret %s/%s: %w", rc.Namespace, secret.Name, err)}
 	}
 	return nil
@@ -350,9 +350,8 @@ func (c *Controller) record(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	now := metav1.NewTime(c.clock.Now())
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Minted", ObservedGeneration: rc.Generation, LastTransitionTime: now,
 		Message: fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", "))})
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: "AsExpected", ObservedGeneration: rc.Generation, LastTransitionTime: now})
-	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
-	return err
+	setNotDegraded(rc, now)
+	return c.updateStatus(ctx, rc)
 }
 
 // failed reports a failed step as Degraded (the current credential stays)
@@ -375,8 +374,7 @@ func (c *Controller) degrade(ctx context.Context, rc *rotationv1alpha1.RotatingC
 		meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "no credential minted yet",
 			ObservedGeneration: rc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
 	}
-	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
-	return err
+	return c.updateStatus(ctx, rc)
 }
 
 func (c *Controller) clearDegraded(ctx context.Context, rc *rotationv1alpha1.RotatingCredential) error {
@@ -384,8 +382,16 @@ func (c *Controller) clearDegraded(ctx context.Context, rc *rotationv1alpha1.Rot
 	if cond == nil || cond.Status == metav1.ConditionFalse {
 		return nil
 	}
+	setNotDegraded(rc, metav1.NewTime(c.clock.Now()))
+	return c.updateStatus(ctx, rc)
+}
+
+func setNotDegraded(rc *rotationv1alpha1.RotatingCredential, now metav1.Time) {
 	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: "AsExpected",
-		ObservedGeneration: rc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
+		ObservedGeneration: rc.Generation, LastTransitionTime: now})
+}
+
+func (c *Controller) updateStatus(ctx context.Context, rc *rotationv1alpha1.RotatingCredential) error {
 	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
 	return err
 }

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -34,26 +34,15 @@ func RegisterMetrics() {
 	})
 }
 
-func setUntilRotation(key string, rc *rotationv1alpha1.RotatingCredential, now time.Time) {
+func setUntilRotation(rc *rotationv1alpha1.RotatingCredential, now time.Time) {
 	if t := rc.Status.NextRotationTime; t != nil {
 		untilRotation.WithLabelValues(rc.Namespace, rc.Name).Set(t.Sub(now).Seconds())
 	}
-	_ = key
 }
 
+// forget drops a deleted RotatingCredential's gauge.
 func forget(key string) {
-	if ns, name, ok := splitKey(key); ok {
+	if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
 		untilRotation.DeleteLabelValues(ns, name)
 	}
 }
-
-func splitKey(key string) (string, string, bool) {
-	for i := range key {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", "", false
-}
-
-func labelsEverything() labels.Selector { return labels.Everything() }

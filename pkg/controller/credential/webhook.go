@@ -137,7 +137,9 @@ func (m WebhookMinter) client(caBundle []byte) (*http.Client, error) {
 			}
 			cfg.RootCAs = pool
 		}
-		transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+		// A transport per call (its CA bundle is the RotatingCredential's):
+		// no idle connection may outlive it.
+		transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
 	}
 	return &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return errors.New("the webhook redirected; rekey does not follow redirects")
