@@ -18,6 +18,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/signing"
 )
@@ -215,7 +216,7 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 	if err := sameKey(csr, key); err != nil {
 		return nil, err
 	}
-	if m.Attestor != nil && !hasCondition(csr, certv1alpha1.CertificateAttested) && len(csr.Status.Certificate) == 0 {
+	if m.Attestor != nil && csrutil.Condition(csr, certv1alpha1.CertificateAttested) == nil && len(csr.Status.Certificate) == 0 {
 		// Attestation is decided in the create or never (the challenge is
 		// single-use): a request without the outcome waits for nothing.
 		return nil, &Refusal{Request: csr.Name, Condition: "not attested", Reason: "NotDecidedAtCreate",
@@ -310,13 +311,4 @@ func decided(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (bo
 		return true, nil, fmt.Errorf("certificate request %s: the certificate is not for the requested key", csr.Name)
 	}
 	return true, bytes.Clone(csr.Status.Certificate), nil
-}
-
-func hasCondition(csr *certv1alpha1.CertificateSigningRequest, t certv1alpha1.RequestConditionType) bool {
-	for _, c := range csr.Status.Conditions {
-		if c.Type == t {
-			return true
-		}
-	}
-	return false
 }

@@ -118,11 +118,7 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 	if approval == nil {
 		return Outcome{}, nil
 	}
-	out, err := s.Signing.Sign(ctx, signer, versioned, s.Signing.Clock.Now(), PathCreate)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
-		out = Outcome{}
-	}
+	out := s.signAtCreate(ctx, signer, versioned)
 	out.Approval = approval
 	return out, nil
 }
@@ -144,14 +140,21 @@ func (s *Synchronous) attestAtCreate(ctx context.Context, signer *certv1alpha1.S
 	if !att.Passed {
 		return Outcome{Attestation: att}, nil
 	}
-	out, err := s.Signing.Sign(ctx, signer, csr, s.Signing.Clock.Now(), PathCreate)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
-		out = Outcome{}
-	}
+	out := s.signAtCreate(ctx, signer, csr)
 	out.Attestation = att
 	out.Approval = &Decision{Reason: ReasonAutoApproved, Message: "Auto approving after TPM attestation (see the Attested condition)."}
 	return out, nil
+}
+
+// signAtCreate signs a request approved at create; what cannot be signed
+// now (the CA out of reach) is left to the signer controller.
+func (s *Synchronous) signAtCreate(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) Outcome {
+	out, err := s.Signing.Sign(ctx, signer, csr, s.Signing.Clock.Now(), PathCreate)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
+		return Outcome{}
+	}
+	return out
 }
 
 func toVersioned(csr *certificates.CertificateSigningRequest) (*certv1alpha1.CertificateSigningRequest, error) {
