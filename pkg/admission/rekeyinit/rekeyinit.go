@@ -7,7 +7,6 @@ package rekeyinit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -53,31 +52,43 @@ type StorageGetter interface {
 	Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error)
 }
 
-// LateGetter is a getter whose storage is set after the admission chain is
-// built: the chain is part of the server's configuration, the storage is
-// made when the server is assembled.
-type LateGetter struct {
+// late is storage set after the admission chain is built: the chain is
+// part of the server's configuration, the storage is made when the server
+// is assembled.
+type late[T runtime.Object] struct {
 	storage atomic.Pointer[StorageGetter]
 }
 
 // Bind sets the storage.
-func (l *LateGetter) Bind(s StorageGetter) { l.storage.Store(&s) }
+func (l *late[T]) Bind(s StorageGetter) { l.storage.Store(&s) }
 
-// Get implements CertificateAuthorityGetter.
-func (l *LateGetter) Get(ctx context.Context, name string) (*rotation.CertificateAuthority, error) {
+// get reads one object of the bound storage (ctx carries the namespace of
+// a namespaced kind).
+func (l *late[T]) get(ctx context.Context, kind, name string) (T, error) {
+	var zero T
 	s := l.storage.Load()
 	if s == nil {
-		return nil, errors.New("certificate authority storage is not ready yet")
+		return zero, fmt.Errorf("%s storage is not ready yet", kind)
 	}
 	obj, err := (*s).Get(ctx, name, &metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	ca, ok := obj.(*rotation.CertificateAuthority)
+	out, ok := obj.(T)
 	if !ok {
-		return nil, fmt.Errorf("storage returned %T, not a CertificateAuthority", obj)
+		return zero, fmt.Errorf("storage returned %T, not a %s", obj, kind)
 	}
-	return ca, nil
+	return out, nil
+}
+
+// LateGetter is a CertificateAuthorityGetter bound to its storage late.
+type LateGetter struct {
+	late[*rotation.CertificateAuthority]
+}
+
+// Get implements CertificateAuthorityGetter.
+func (l *LateGetter) Get(ctx context.Context, name string) (*rotation.CertificateAuthority, error) {
+	return l.get(ctx, "CertificateAuthority", name)
 }
 
 // RotatingCredentialGetter reads a RotatingCredential.
@@ -92,27 +103,13 @@ type WantsRotatingCredentials interface {
 	admission.InitializationValidator
 }
 
-// LateCredentialGetter is LateGetter for RotatingCredentials.
+// LateCredentialGetter is a RotatingCredentialGetter bound to its storage
+// late.
 type LateCredentialGetter struct {
-	storage atomic.Pointer[StorageGetter]
+	late[*rotation.RotatingCredential]
 }
-
-// Bind sets the storage.
-func (l *LateCredentialGetter) Bind(s StorageGetter) { l.storage.Store(&s) }
 
 // Get implements RotatingCredentialGetter.
 func (l *LateCredentialGetter) Get(ctx context.Context, namespace, name string) (*rotation.RotatingCredential, error) {
-	s := l.storage.Load()
-	if s == nil {
-		return nil, errors.New("rotating credential storage is not ready yet")
-	}
-	obj, err := (*s).Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	rc, ok := obj.(*rotation.RotatingCredential)
-	if !ok {
-		return nil, fmt.Errorf("storage returned %T, not a RotatingCredential", obj)
-	}
-	return rc, nil
+	return l.get(genericapirequest.WithNamespace(ctx, namespace), "RotatingCredential", name)
 }
