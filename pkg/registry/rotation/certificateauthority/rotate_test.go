@@ -2,33 +2,37 @@ package certificateauthority
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"rekey.io/rekey/pkg/apis/rotation"
-	"rekey.io/rekey/pkg/registry/rotation/rotate"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 )
 
-// The rotate subresource refuses invalid Rotations before anything else
-// and says it takes Rotations.
-func TestRotateRESTRefusesInvalidRotations(t *testing.T) {
-	r := rotate.NewREST(&genericregistry.Store{}, rotateStrategy{}, nil, transition)
-	if gvk := r.GroupVersionKind(schema.GroupVersion{Group: "rotation.rekey.io", Version: "v1alpha1"}); gvk.Kind != "Rotation" {
-		t.Fatalf("kind %v", gvk)
+// Start moves a finished CA to Preparing and clears the last rotation's
+// times; Complete out of Prepared is a 409 naming the phase.
+func TestTransition(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	ca := newCA()
+	ca.Status.Phase, ca.Status.LastCompletionTime = rotation.PhaseCompleted, &now
+	got, err := transition(ca, &rotation.Rotation{Action: rotation.RotationStart}, now)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := r.New().(*rotation.Rotation); !ok {
-		t.Fatal("New does not make a Rotation")
+	if st := got.(*rotation.CertificateAuthority).Status; st.Phase != rotation.PhasePreparing || st.LastInitiationTime == nil || st.LastCompletionTime != nil {
+		t.Fatalf("status after Start %+v", st)
 	}
-	for _, rot := range []*rotation.Rotation{{Action: "Restart"}, {Action: rotation.RotationStart, Force: true}} {
-		_, err := r.Create(context.Background(), "ca", rot, nil, nil)
-		if !apierrors.IsInvalid(err) {
-			t.Errorf("%+v: %v, want 422", rot, err)
-		}
+	if ca.Status.Phase != rotation.PhaseCompleted {
+		t.Fatal("the stored object was changed in place")
+	}
+	ca.Status.Phase = rotation.PhasePreparing
+	if _, err := transition(ca, &rotation.Rotation{Action: rotation.RotationComplete}, now); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "phase is Preparing") {
+		t.Fatalf("Complete while Preparing: %v", err)
 	}
 }
 
