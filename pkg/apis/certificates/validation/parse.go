@@ -41,19 +41,23 @@ func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	var csr *x509.CertificateRequest
 	switch {
 	case len(blocks) == 0:
 		return nil, fmt.Errorf("must be a PEM block of type %q (no PEM data found)", CertificateRequestPEMType)
 	case blocks[0].Type != CertificateRequestPEMType:
 		return nil, fmt.Errorf("PEM block type must be %q, got %q", CertificateRequestPEMType, blocks[0].Type)
 	case len(blocks) > 1:
-		if _, err := attest.ParseRequest(data); err != nil {
+		// The evidence's reading parses the request too.
+		req, err := attest.ParseRequest(data)
+		if err != nil {
 			return nil, fmt.Errorf("attestation evidence: %w", err)
 		}
-	}
-	csr, err := x509.ParseCertificateRequest(blocks[0].Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("not a valid PKCS#10 certificate request: %v", err)
+		csr = req.CSR
+	default:
+		if csr, err = x509.ParseCertificateRequest(blocks[0].Bytes); err != nil {
+			return nil, fmt.Errorf("not a valid PKCS#10 certificate request: %v", err)
+		}
 	}
 	if verify {
 		if err := csr.CheckSignature(); err != nil {
