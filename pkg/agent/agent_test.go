@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,10 +277,18 @@ type fakeSigner struct {
 	ca      *pki.KeyPair
 	refuse  bool
 	creates int
+	// paths are the subresources the creates went through ("" for the
+	// main resource); refusePaths answers those with 403.
+	paths       []string
+	refusePaths map[string]bool
 }
 
 func (f *fakeSigner) react(action k8stesting.Action) (bool, runtime.Object, error) {
 	csr := action.(k8stesting.CreateAction).GetObject().(*certv1alpha1.CertificateSigningRequest).DeepCopy()
+	f.paths = append(f.paths, action.GetSubresource())
+	if f.refusePaths[action.GetSubresource()] {
+		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("certificatesigningrequests"), csr.Name, errors.New("no permission"))
+	}
 	f.creates++
 	if f.refuse {
 		csr.Status.Conditions = []certv1alpha1.CertificateSigningRequestCondition{{Type: certv1alpha1.CertificateDenied, Status: metav1.ConditionTrue, Reason: "NotThisNode", Message: "no"}}
@@ -336,6 +345,33 @@ func TestOnceBootstrapsThenDoesNothingUntilDue(t *testing.T) {
 	m.Template = ClientTemplate(DefaultSigner, "n2")
 	if pair, err := m.Once(context.Background()); err != nil || pair.Leaf.Subject.CommonName != "system:node:n2" || f.creates != 2 {
 		t.Fatalf("after a template change: %v, %d creates", err, f.creates)
+	}
+}
+
+// TestNodeClientPaths: a node client request goes through nodeclient at
+// bootstrap and selfnodeclient when renewing; where the server refuses
+// that path, the plain create follows.
+func TestNodeClientPaths(t *testing.T) {
+	f := &fakeSigner{t: t, ca: newCA(t)}
+	m, _ := newManager(t, f)
+	if _, err := m.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.RenewBefore = 2 * time.Hour // the fake's certificates live an hour: due at once
+	if _, err := m.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"nodeclient", "selfnodeclient"}; !slices.Equal(f.paths, want) {
+		t.Fatalf("paths %q, want %q", f.paths, want)
+	}
+
+	f = &fakeSigner{t: t, ca: newCA(t), refusePaths: map[string]bool{"nodeclient": true}}
+	m, _ = newManager(t, f)
+	if pair, err := m.Once(context.Background()); err != nil || pair.Leaf.Subject.CommonName != "system:node:n1" {
+		t.Fatalf("after the refused path: %v", err)
+	}
+	if want := []string{"nodeclient", ""}; !slices.Equal(f.paths, want) {
+		t.Fatalf("paths %q, want %q", f.paths, want)
 	}
 }
 

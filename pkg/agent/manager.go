@@ -20,6 +20,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	certclient "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
 )
 
@@ -136,7 +137,7 @@ func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	if err != nil {
 		return nil, false, &StoreError{fmt.Errorf("the pending key: %w", err)}
 	}
-	certPEM, err := m.request(ctx, client, key)
+	certPEM, err := m.request(ctx, client, key, current != nil)
 	var refusal *Refusal
 	if errors.As(err, &refusal) {
 		// A refused key is not asked for again: the next attempt makes a
@@ -183,7 +184,7 @@ func (m *Manager) issuerRotating(ctx context.Context, current *tls.Certificate) 
 
 // request finds or creates the request for key and waits for its
 // certificate.
-func (m *Manager) request(ctx context.Context, client clientset.Interface, key crypto.Signer) ([]byte, error) {
+func (m *Manager) request(ctx context.Context, client clientset.Interface, key crypto.Signer, renewing bool) ([]byte, error) {
 	name, err := m.Template.RequestName(key.Public())
 	if err != nil {
 		return nil, err
@@ -200,12 +201,12 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 				return nil, err
 			}
 		}
-		csr, err = csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
+		csr, err = m.create(ctx, csrs, &certv1alpha1.CertificateSigningRequest{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: certv1alpha1.CertificateSigningRequestSpec{
 				Request: request, SignerName: m.Template.SignerName, Usages: m.Template.Usages, ExpirationSeconds: m.ExpirationSeconds,
 			},
-		}, metav1.CreateOptions{FieldManager: "rekey-agent"})
+		}, renewing)
 		if apierrors.IsAlreadyExists(err) {
 			csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
 		}
@@ -223,6 +224,28 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 			Message: "the server did not decide the attestation when the request was created (is the signer in Attestation mode, and this server's synchronous issuance on?)"}
 	}
 	return m.wait(ctx, client, csr, key)
+}
+
+// create posts a node client request without TPM evidence through
+// certificatesigningrequests/NAME/selfnodeclient when renewing (the node's
+// own credential) or .../nodeclient at bootstrap: the server authorizes
+// that permission once and answers approved and signed. Where that path is
+// refused (no such permission, the signer not in NodeClient mode, a server
+// without it), the plain create, which a person may approve, follows.
+func (m *Manager) create(ctx context.Context, csrs certclient.CertificateSigningRequestInterface, csr *certv1alpha1.CertificateSigningRequest, renewing bool) (*certv1alpha1.CertificateSigningRequest, error) {
+	opts := metav1.CreateOptions{FieldManager: "rekey-agent"}
+	if m.Template.NodeClient && m.Attestor == nil {
+		create, path := csrs.CreateNodeClient, "nodeclient"
+		if renewing {
+			create, path = csrs.CreateSelfNodeClient, "selfnodeclient"
+		}
+		out, err := create(ctx, csr.Name, csr, opts)
+		if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) && !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
+			return out, err
+		}
+		klog.FromContext(ctx).Info("Node client path refused: creating the request for approval", "request", csr.Name, "path", path, "reason", err.Error())
+	}
+	return csrs.Create(ctx, csr, opts)
 }
 
 // sameKey refuses a request of this name that is not for this key.

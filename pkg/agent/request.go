@@ -28,6 +28,9 @@ type Template struct {
 	DNSNames    []string
 	IPAddresses []net.IP
 	Usages      []certv1alpha1.KeyUsage
+	// NodeClient says the request is a node client certificate's, which
+	// a signer in NodeClient mode approves by the requester's permission.
+	NodeClient bool
 }
 
 // ClientTemplate is a node's client certificate request (seed 001):
@@ -37,6 +40,7 @@ func ClientTemplate(signerName, nodeName string) Template {
 		SignerName: signerName,
 		Subject:    pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
 		Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
+		NodeClient: true,
 	}
 }
 

@@ -250,6 +250,10 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 		"signers":                             signers,
 		"signers/status":                      signersStatus,
 	}
+	if csr.SelfNodeClient != nil {
+		group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version]["certificatesigningrequests/selfnodeclient"] = csr.SelfNodeClient
+		group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version]["certificatesigningrequests/nodeclient"] = csr.NodeClient
+	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return fmt.Errorf("installing %s: %w", certificates.GroupName, err)
 	}

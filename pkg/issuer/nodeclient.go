@@ -38,6 +38,12 @@ func AutoApproveNodeClient(ctx context.Context, authz authorizer.Authorizer, sig
 	if !ok {
 		return nil, nil
 	}
+	if granted, ok := nodeClientGrant(ctx); ok && granted == subresource {
+		return &Decision{
+			Reason:  ReasonAutoApproved,
+			Message: fmt.Sprintf("Auto approving node client certificate: the create was authorized as create certificatesigningrequests/%s.", subresource),
+		}, nil
+	}
 	decision, _, err := authz.Authorize(ctx, authorizer.AttributesRecord{
 		User:            Requester(csr),
 		Verb:            "create",
@@ -57,6 +63,24 @@ func AutoApproveNodeClient(ctx context.Context, authz authorizer.Authorizer, sig
 		Reason:  ReasonAutoApproved,
 		Message: fmt.Sprintf("Auto approving node client certificate after SubjectAccessReview (create certificatesigningrequests/%s).", subresource),
 	}, nil
+}
+
+type nodeClientGrantKey struct{}
+
+// WithNodeClientGrant marks ctx as that of a create through
+// certificatesigningrequests/NAME/<subresource> (selfnodeclient or
+// nodeclient), whose own authorization was the NodeClient permission: the
+// server's authorization filter allowed "create" on that subresource for
+// the user in ctx before the body was read. Only that subresource's REST
+// may set it. The create then needs no second review, and a request the
+// permission does not cover is refused instead of stored pending.
+func WithNodeClientGrant(ctx context.Context, subresource string) context.Context {
+	return context.WithValue(ctx, nodeClientGrantKey{}, subresource)
+}
+
+func nodeClientGrant(ctx context.Context) (string, bool) {
+	s, ok := ctx.Value(nodeClientGrantKey{}).(string)
+	return s, ok
 }
 
 // Requester is the user who created the request, as the server recorded it.

@@ -96,7 +96,14 @@ func (s *Synchronous) AtApproval(ctx context.Context, csr *certificates.Certific
 // and admitted: for a signer that approves without a person, the review
 // runs now, and an approved request is signed in the same write. A request
 // not approved now is stored pending, for a person (or a later review).
+//
+// A create through the selfnodeclient or nodeclient subresource
+// (WithNodeClientGrant) promised the requester a decision: a request that
+// permission does not cover is refused, and nothing is stored.
 func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.CertificateSigningRequest) (Outcome, error) {
+	if grant, ok := nodeClientGrant(ctx); ok {
+		return s.atGrantedCreate(ctx, grant, csr)
+	}
 	signer, err := s.served(csr.Spec.SignerName)
 	if signer == nil || err != nil || signer.Spec.Approval.Mode == certv1alpha1.ApprovalManual {
 		return Outcome{}, nil
@@ -117,6 +124,48 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 	}
 	if approval == nil {
 		return Outcome{}, nil
+	}
+	out := s.signAtCreate(ctx, signer, versioned)
+	out.Approval = approval
+	return out, nil
+}
+
+// atGrantedCreate decides a create whose authorization was the NodeClient
+// permission named by grant: approved and signed, or refused with the
+// reason.
+func (s *Synchronous) atGrantedCreate(ctx context.Context, grant string, csr *certificates.CertificateSigningRequest) (Outcome, error) {
+	refuse := func(format string, args ...any) (Outcome, error) {
+		return Outcome{}, apierrors.NewBadRequest(fmt.Sprintf("certificatesigningrequests/%s: ", grant) + fmt.Sprintf(format, args...))
+	}
+	signer, err := s.served(csr.Spec.SignerName)
+	if err != nil {
+		return Outcome{}, apierrors.NewServiceUnavailable(fmt.Sprintf("reading Signer of %q: %v", csr.Spec.SignerName, err))
+	}
+	if signer == nil {
+		if s.Synced != nil && !s.Synced() {
+			return Outcome{}, apierrors.NewServiceUnavailable("the Signer list is not loaded yet; retry")
+		}
+		return refuse("spec.signerName %q is not served by a Signer of this server; create the request through certificatesigningrequests instead", csr.Spec.SignerName)
+	}
+	if signer.Spec.Approval.Mode != certv1alpha1.ApprovalNodeClient {
+		return refuse("spec.signerName %q approves in %s mode, not NodeClient; create the request through certificatesigningrequests instead", csr.Spec.SignerName, signer.Spec.Approval.Mode)
+	}
+	versioned, err := toVersioned(csr)
+	if err != nil {
+		return Outcome{}, err
+	}
+	shape, ok := NodeClientSubresource(versioned)
+	switch {
+	case !ok:
+		return refuse("spec.request and spec.usages must be a node client request: subject organization exactly system:nodes, common name system:node:<name>, no SANs, usages exactly client auth, digital signature, key encipherment")
+	case shape != grant && grant == SubresourceSelfNodeClient:
+		return refuse("the request's common name is not the requester %q: selfnodeclient covers only your own node's certificate (another node's goes through nodeclient)", csr.Spec.Username)
+	case shape != grant:
+		return refuse("the request's common name is the requester %q: your own node's certificate goes through selfnodeclient", csr.Spec.Username)
+	}
+	approval, err := AutoApproveNodeClient(ctx, s.Authorizer, signer, versioned)
+	if err != nil || approval == nil {
+		return Outcome{}, fmt.Errorf("deciding %s by its authorization: %v", csr.Name, err)
 	}
 	out := s.signAtCreate(ctx, signer, versioned)
 	out.Approval = approval

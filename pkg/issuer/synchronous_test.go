@@ -234,6 +234,74 @@ func TestAtCreate(t *testing.T) {
 	})
 }
 
+func TestAtCreateGrantedNodeClient(t *testing.T) {
+	nodeUsages := []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageKeyEncipherment, certificates.UsageClientAuth}
+	self := WithNodeClientGrant(context.Background(), SubresourceSelfNodeClient)
+	t.Run("approved and signed without a second review", func(t *testing.T) {
+		f := newFixture(t, true)
+		// The requester is not in system:nodes: the fixture's authorizer
+		// would refuse, so only the grant can have approved it.
+		out, err := f.sync.AtCreate(self, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...))
+		if err != nil || out.Approval == nil || !strings.Contains(out.Approval.Message, "authorized as create certificatesigningrequests/selfnodeclient") ||
+			len(out.Certificate) == 0 || f.authz.calls != 0 || len(f.records.list) != 1 {
+			t.Fatalf("outcome %+v, err %v, %d reviews, %d records", out, err, f.authz.calls, len(f.records.list))
+		}
+	})
+	t.Run("approved without a reachable key: approved, signed later", func(t *testing.T) {
+		f := newFixture(t, false)
+		out, err := f.sync.AtCreate(self, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...))
+		if err != nil || out.Approval == nil || out.Certificate != nil {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		grant string
+		csr   *certificates.CertificateSigningRequest
+		want  string
+	}{
+		{"a Manual signer", SubresourceSelfNodeClient, request(t, "example.com/manual", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "approves in Manual mode"},
+		{"an Attestation signer", SubresourceSelfNodeClient, request(t, "example.com/tpm", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "approves in Attestation mode"},
+		{"an external signer", SubresourceSelfNodeClient, request(t, "example.com/external", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "not served by a Signer"},
+		{"not a node client request", SubresourceSelfNodeClient, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes", "admins"}, nodeUsages...), "must be a node client request"},
+		{"other usages", SubresourceSelfNodeClient, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, certificates.UsageClientAuth), "must be a node client request"},
+		{"selfnodeclient for another node", SubresourceSelfNodeClient, withRequester(request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "system:node:n2"), "covers only your own node"},
+		{"nodeclient for one's own node", SubresourceNodeClient, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "goes through selfnodeclient"},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			f := newFixture(t, true)
+			out, err := f.sync.AtCreate(WithNodeClientGrant(context.Background(), tc.grant), tc.csr)
+			if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "certificatesigningrequests/"+tc.grant) {
+				t.Fatalf("err %v, want BadRequest containing %q", err, tc.want)
+			}
+			if out.Approval != nil || out.Certificate != nil || len(f.records.list) != 0 || f.authz.calls != 0 {
+				t.Fatalf("outcome %+v, %d records, %d reviews", out, len(f.records.list), f.authz.calls)
+			}
+		})
+	}
+	t.Run("nodeclient for another node (bootstrap)", func(t *testing.T) {
+		f := newFixture(t, true)
+		out, err := f.sync.AtCreate(WithNodeClientGrant(context.Background(), SubresourceNodeClient),
+			withRequester(request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...), "system:bootstrap:abcdef"))
+		if err != nil || out.Approval == nil || !strings.Contains(out.Approval.Message, "certificatesigningrequests/nodeclient") || len(out.Certificate) == 0 {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	t.Run("the Signer list not loaded: retry later, nothing stored", func(t *testing.T) {
+		f := newFixture(t, true)
+		f.sync.Synced = func() bool { return false }
+		_, err := f.sync.AtCreate(self, request(t, "example.com/nodes", "system:node:n1", []string{"system:nodes"}, nodeUsages...))
+		if !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("err %v, want ServiceUnavailable", err)
+		}
+	})
+}
+
+func withRequester(csr *certificates.CertificateSigningRequest, name string) *certificates.CertificateSigningRequest {
+	csr.Spec.Username = name
+	return csr
+}
+
 // attestor answers with a fixed outcome and counts its calls.
 type attestor struct {
 	out   *Attestation

@@ -31,7 +31,7 @@ type burstAPI struct {
 
 func rekeyBurst(client clientset.Interface) burstAPI {
 	return burstAPI{
-		name: "rekey (aggregated; NodeClient auto-approval via SubjectAccessReview)",
+		name: "rekey (aggregated; NodeClient approval by the create's authorization, certificatesigningrequests/NAME/selfnodeclient)",
 		create: func(ctx context.Context, node string, request []byte) (bool, error) {
 			csr := &certv1alpha1.CertificateSigningRequest{
 				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
@@ -42,7 +42,7 @@ func rekeyBurst(client clientset.Interface) burstAPI {
 				},
 			}
 			out := &certv1alpha1.CertificateSigningRequest{}
-			err := impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Body(csr).Do(ctx).Into(out)
+			err := impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Name(csr.Name).SubResource("selfnodeclient").Body(csr).Do(ctx).Into(out)
 			return err == nil && len(out.Status.Certificate) > 0, err
 		},
 		watch: &rekeyTarget{client: client},

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -105,6 +106,42 @@ func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSelfNodeClientPathThroughTheAggregator: a node posting to
+// certificatesigningrequests/NAME/selfnodeclient is authorized for that
+// permission by kube-apiserver and by rekey, and gets its certificate in
+// the response; both audit logs name the node. A requester without the
+// permission is refused by kube-apiserver's RBAC, and nothing is stored.
+func TestSelfNodeClientPathThroughTheAggregator(t *testing.T) {
+	node, _ := userClient(t, "system:node:e2e-node-3", "system:nodes")
+	var out *certv1alpha1.CertificateSigningRequest
+	eventually(t, func() error {
+		var err error
+		out, err = node.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(context.Background(), "node-3-client", nodeCSR(t, "node-3-client", "e2e-node-3"), metav1.CreateOptions{})
+		return err
+	})
+	if len(out.Status.Certificate) == 0 || out.Spec.Username != "system:node:e2e-node-3" {
+		t.Fatalf("selfnodeclient create: %+v", out)
+	}
+	for _, c := range out.Status.Conditions {
+		if c.Type == certv1alpha1.CertificateApproved && !strings.Contains(c.Message, "authorized as create certificatesigningrequests/selfnodeclient") {
+			t.Fatalf("Approved condition %+v", c)
+		}
+	}
+	for _, log := range []string{kubeAuditLog, rekeyAuditLog} {
+		waitForAuditEvent(t, log, "create", "node-3-client", "system:node:e2e-node-3")
+	}
+
+	rogue, _ := userClient(t, "system:node:rogue-3", "rogue-nodes")
+	bind(t, "system:node:rogue-3", "rekey:requester")
+	_, err := rogue.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(context.Background(), "rogue-3-client", nodeCSR(t, "rogue-3-client", "rogue-3"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("a requester without selfnodeclient: %v, want 403", err)
+	}
+	if _, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), "rogue-3-client", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused request was stored: %v", err)
+	}
 }
 
 // waitForAuditEvent waits for a ResponseComplete event of verb on the named

@@ -48,7 +48,9 @@ func New() *Plugin {
 // authenticate a client and whose subject organizations include
 // system:masters, whatever its signer.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if a.GetResource().GroupResource() != certificates.Resource("certificatesigningrequests") || a.GetSubresource() != "" {
+	// Every create of a request, whichever path (the main resource, or
+	// the selfnodeclient and nodeclient subresources, which create too).
+	if a.GetResource().GroupResource() != certificates.Resource("certificatesigningrequests") {
 		return nil
 	}
 	csr, ok := a.GetObject().(*certificates.CertificateSigningRequest)

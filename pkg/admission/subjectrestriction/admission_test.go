@@ -30,7 +30,9 @@ func TestSubjectRestriction(t *testing.T) {
 		"masters with usage any refused":     {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageAny}},
 		"masters with no EKU at all refused": {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageDigitalSignature}},
 		"masters serving certificate":        {signer: "example.com/signer", orgs: []string{"system:masters"}, usages: []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageServerAuth}, wantAllowed: true},
-		"subresource ignored":                {signer: certificates.KubeAPIServerClientSignerName, orgs: []string{"system:masters"}, usages: client, subresource: "status", wantAllowed: true},
+		// The selfnodeclient and nodeclient subresources create requests too.
+		"masters through selfnodeclient refused": {signer: certificates.KubeAPIServerClientKubeletSignerName, orgs: []string{"system:nodes", "system:masters"}, usages: client, subresource: "selfnodeclient"},
+		"masters through nodeclient refused":     {signer: certificates.KubeAPIServerClientKubeletSignerName, orgs: []string{"system:masters"}, usages: client, subresource: "nodeclient"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

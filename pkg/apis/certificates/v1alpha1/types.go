@@ -9,6 +9,8 @@ import (
 // +genclient
 // +genclient:nonNamespaced
 // +genclient:method=UpdateApproval,verb=update,subresource=approval,input=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest,result=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest
+// +genclient:method=CreateSelfNodeClient,verb=create,subresource=selfnodeclient,input=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest,result=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest
+// +genclient:method=CreateNodeClient,verb=create,subresource=nodeclient,input=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest,result=rekey.io/rekey/pkg/apis/certificates/v1alpha1.CertificateSigningRequest
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // CertificateSigningRequest objects provide a mechanism to obtain x509 certificates

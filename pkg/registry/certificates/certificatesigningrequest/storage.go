@@ -2,6 +2,9 @@ package certificatesigningrequest
 
 import (
 	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/registry"
 )
 
@@ -58,11 +62,15 @@ func (r *REST) ShortNames() []string { return []string{"rcsr"} }
 // Categories lets `kubectl get rekey` list requests among rekey's kinds.
 func (r *REST) Categories() []string { return []string{"rekey"} }
 
-// Storage holds the main resource and its two subresources.
+// Storage holds the main resource and its subresources.
 type Storage struct {
 	CertificateSigningRequest *REST
 	Status                    *registry.SubresourceREST
 	Approval                  *ApprovalREST
+	// SelfNodeClient and NodeClient are nil without an issuer: they
+	// promise a decision in the create, which only an issuer makes.
+	SelfNodeClient *NodeClientREST
+	NodeClient     *NodeClientREST
 }
 
 // NewStorage builds the stores for the main resource, /status and
@@ -95,9 +103,53 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		store.Storage.Storage = &issuingStorage{Interface: store.Storage.Storage, issuer: iss, clock: clk}
 	}
 
-	return &Storage{
-		CertificateSigningRequest: &REST{Store: store, issuing: issuing},
+	requests := &REST{Store: store, issuing: issuing}
+	s := &Storage{
+		CertificateSigningRequest: requests,
 		Status:                    registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
 		Approval:                  &ApprovalREST{SubresourceREST: registry.NewSubresourceREST(store, NewApprovalStrategy(strategy)), issuing: issuing},
-	}, nil
+	}
+	if issuing {
+		s.SelfNodeClient = &NodeClientREST{requests: requests, subresource: issuer.SubresourceSelfNodeClient}
+		s.NodeClient = &NodeClientREST{requests: requests, subresource: issuer.SubresourceNodeClient}
+	}
+	return s, nil
+}
+
+// NodeClientREST is certificatesigningrequests/NAME/selfnodeclient and
+// certificatesigningrequests/NAME/nodeclient: a create of request NAME
+// whose authorization is the NodeClient permission itself ("create" on
+// the subresource, the permission the NodeClient review asks about). The
+// server's authorization filter has checked it before the body is read,
+// so the create needs no second review: the request is approved and
+// signed in its create, or refused with the reason (a request for another
+// signer or not shaped like a node client request), and nothing is
+// stored. Everything else is the main resource's create: validation, the
+// requester stamped from the authenticated user, admission.
+type NodeClientREST struct {
+	requests    *REST
+	subresource string
+}
+
+var _ rest.NamedCreater = &NodeClientREST{}
+
+// New returns the kind the subresource takes and answers.
+func (r *NodeClientREST) New() runtime.Object { return &certificates.CertificateSigningRequest{} }
+
+// Destroy does nothing: the main resource owns the store.
+func (r *NodeClientREST) Destroy() {}
+
+// Create stores request name, approved and signed.
+func (r *NodeClientREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	csr, ok := obj.(*certificates.CertificateSigningRequest)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected a CertificateSigningRequest, got %T", obj))
+	}
+	switch {
+	case csr.Name == "" && csr.GenerateName == "":
+		csr.Name = name
+	case csr.Name != name:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("metadata.name %q must be the name in the path, %q (metadata.generateName is not supported here)", csr.Name, name))
+	}
+	return r.requests.Create(issuer.WithNodeClientGrant(ctx, r.subresource), csr, createValidation, options)
 }

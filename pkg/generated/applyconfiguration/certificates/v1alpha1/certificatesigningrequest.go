@@ -99,6 +99,18 @@ func ExtractCertificateSigningRequestApproval(certificateSigningRequest *certifi
 	return ExtractCertificateSigningRequestFrom(certificateSigningRequest, fieldManager, "approval")
 }
 
+// ExtractCertificateSigningRequestNodeclient extracts the applied configuration owned by fieldManager from
+// certificateSigningRequest for the nodeclient subresource.
+func ExtractCertificateSigningRequestNodeclient(certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, fieldManager string) (*CertificateSigningRequestApplyConfiguration, error) {
+	return ExtractCertificateSigningRequestFrom(certificateSigningRequest, fieldManager, "nodeclient")
+}
+
+// ExtractCertificateSigningRequestSelfnodeclient extracts the applied configuration owned by fieldManager from
+// certificateSigningRequest for the selfnodeclient subresource.
+func ExtractCertificateSigningRequestSelfnodeclient(certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, fieldManager string) (*CertificateSigningRequestApplyConfiguration, error) {
+	return ExtractCertificateSigningRequestFrom(certificateSigningRequest, fieldManager, "selfnodeclient")
+}
+
 // ExtractCertificateSigningRequestStatus extracts the applied configuration owned by fieldManager from
 // certificateSigningRequest for the status subresource.
 func ExtractCertificateSigningRequestStatus(certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, fieldManager string) (*CertificateSigningRequestApplyConfiguration, error) {

@@ -52,6 +52,8 @@ type CertificateSigningRequestInterface interface {
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, certificateSigningRequest *applyconfigurationcertificatesv1alpha1.CertificateSigningRequestApplyConfiguration, opts v1.ApplyOptions) (result *certificatesv1alpha1.CertificateSigningRequest, err error)
 	UpdateApproval(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.UpdateOptions) (*certificatesv1alpha1.CertificateSigningRequest, error)
+	CreateSelfNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (*certificatesv1alpha1.CertificateSigningRequest, error)
+	CreateNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (*certificatesv1alpha1.CertificateSigningRequest, error)
 
 	CertificateSigningRequestExpansion
 }
@@ -88,6 +90,36 @@ func (c *certificateSigningRequests) UpdateApproval(ctx context.Context, certifi
 		Resource("certificatesigningrequests").
 		Name(certificateSigningRequestName).
 		SubResource("approval").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(certificateSigningRequest).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// CreateSelfNodeClient takes the representation of a certificateSigningRequest and creates it.  Returns the server's representation of the certificateSigningRequest, and an error, if there is any.
+func (c *certificateSigningRequests) CreateSelfNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (result *certificatesv1alpha1.CertificateSigningRequest, err error) {
+	result = &certificatesv1alpha1.CertificateSigningRequest{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Resource("certificatesigningrequests").
+		Name(certificateSigningRequestName).
+		SubResource("selfnodeclient").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(certificateSigningRequest).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// CreateNodeClient takes the representation of a certificateSigningRequest and creates it.  Returns the server's representation of the certificateSigningRequest, and an error, if there is any.
+func (c *certificateSigningRequests) CreateNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *certificatesv1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (result *certificatesv1alpha1.CertificateSigningRequest, err error) {
+	result = &certificatesv1alpha1.CertificateSigningRequest{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Resource("certificatesigningrequests").
+		Name(certificateSigningRequestName).
+		SubResource("nodeclient").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(certificateSigningRequest).
 		Do(ctx).

@@ -66,3 +66,25 @@ func (c *fakeCertificateSigningRequests) UpdateApproval(ctx context.Context, cer
 	}
 	return obj.(*v1alpha1.CertificateSigningRequest), err
 }
+
+// CreateSelfNodeClient takes the representation of a certificateSigningRequest and creates it.  Returns the server's representation of the certificateSigningRequest, and an error, if there is any.
+func (c *fakeCertificateSigningRequests) CreateSelfNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *v1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (result *v1alpha1.CertificateSigningRequest, err error) {
+	emptyResult := &v1alpha1.CertificateSigningRequest{}
+	obj, err := c.Fake.
+		Invokes(testing.NewRootCreateSubresourceActionWithOptions(c.Resource(), certificateSigningRequestName, "selfnodeclient", certificateSigningRequest, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.CertificateSigningRequest), err
+}
+
+// CreateNodeClient takes the representation of a certificateSigningRequest and creates it.  Returns the server's representation of the certificateSigningRequest, and an error, if there is any.
+func (c *fakeCertificateSigningRequests) CreateNodeClient(ctx context.Context, certificateSigningRequestName string, certificateSigningRequest *v1alpha1.CertificateSigningRequest, opts v1.CreateOptions) (result *v1alpha1.CertificateSigningRequest, err error) {
+	emptyResult := &v1alpha1.CertificateSigningRequest{}
+	obj, err := c.Fake.
+		Invokes(testing.NewRootCreateSubresourceActionWithOptions(c.Resource(), certificateSigningRequestName, "nodeclient", certificateSigningRequest, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.CertificateSigningRequest), err
+}
