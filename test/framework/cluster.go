@@ -18,11 +18,15 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/pki"
@@ -182,12 +186,12 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 	if opts.HostIP != "" {
 		return c, nil
 	}
-	if c.RekeyKubeconfig, err = c.UserKubeconfig(RekeyServiceAccountUser, "system:serviceaccounts", "system:serviceaccounts:rekey-system"); err != nil {
+	logf("applying artifacts")
+	if err := c.applyArtifacts(); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	logf("applying artifacts")
-	if err := c.applyArtifacts(); err != nil {
+	if c.RekeyKubeconfig, err = c.serviceAccountKubeconfig(RekeyNamespace, "rekey-apiserver"); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -431,6 +435,26 @@ func kubeAPIServerIPs(hostIP string) []net.IP {
 		ips = append(ips, net.ParseIP(hostIP))
 	}
 	return ips
+}
+
+// serviceAccountKubeconfig writes a kubeconfig with a token of the
+// ServiceAccount (made by TokenRequest), the identity rekey-apiserver has
+// when installed in a cluster: kube-apiserver authenticates it from its
+// token cache rather than by verifying a certificate chain per request.
+func (c *Cluster) serviceAccountKubeconfig(namespace, name string) (string, error) {
+	req, err := c.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kube"] = &clientcmdapi.Cluster{Server: c.KubeAPIURL, CertificateAuthorityData: c.ServingCA.CertPEM()}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: req.Status.Token}
+	cfg.Contexts["kube"] = &clientcmdapi.Context{Cluster: "kube", AuthInfo: name}
+	cfg.CurrentContext = "kube"
+	path := filepath.Join(c.Dir, "kubeconfig-sa-"+sanitize(namespace+"-"+name))
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 // UserKubeconfig writes a kubeconfig for the kube-apiserver that

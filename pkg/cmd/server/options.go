@@ -212,6 +212,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	} else {
 		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), genericConfig.Authentication.Authenticator)
 	}
+	genericConfig.Authentication.Authenticator = filters.WithGrownStackAuthenticator(genericConfig.Authentication.Authenticator)
 	return cfg, nil
 }
 

@@ -1,9 +1,12 @@
 package validation
 
 import (
+	"bytes"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"sync/atomic"
 
 	"rekey.io/rekey/pkg/attest"
 	"rekey.io/rekey/pkg/strictpem"
@@ -71,9 +74,41 @@ func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
 // ParseCSR except the signature, which was verified when the object was
 // created (spec is immutable). The signer, the approver and admission after
 // validation use it, so that a request's signature is verified once.
+//
+// One create or approval reads the same request in admission, in the
+// approval decision and in the signature: a small cache keyed by content
+// parses it once. The result is shared: callers must not modify it.
 func ParseStoredCSR(data []byte) (*x509.CertificateRequest, error) {
-	return parseCSR(data, false)
+	if len(data) > maxCachedCSRBytes {
+		return parseCSR(data, false)
+	}
+	slot := &storedCSRs[maphash.Bytes(storedCSRSeed, data)%uint64(len(storedCSRs))]
+	if e := slot.Load(); e != nil && bytes.Equal(e.raw, data) {
+		return e.csr, nil
+	}
+	csr, err := parseCSR(data, false)
+	if err != nil {
+		return nil, err
+	}
+	slot.Store(&parsedCSR{raw: bytes.Clone(data), csr: csr})
+	return csr, nil
 }
+
+// parsedCSR is a cache entry: the exact bytes, and what they parse to.
+type parsedCSR struct {
+	raw []byte
+	csr *x509.CertificateRequest
+}
+
+// storedCSRs holds recently parsed requests, one per slot; a collision
+// replaces the entry. Requests larger than maxCachedCSRBytes (those with
+// TPM evidence, mostly) are not kept: 256 slots hold at most 1 MiB.
+const maxCachedCSRBytes = 4 << 10
+
+var (
+	storedCSRs    [256]atomic.Pointer[parsedCSR]
+	storedCSRSeed = maphash.MakeSeed()
+)
 
 // ParseCertificateChain decodes status.certificate into its certificates,
 // in order. Only whitespace may surround and separate the blocks: unlike
