@@ -172,7 +172,11 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 			s.close()
 		}
 	}()
-	if s.etcd, err = newEtcdClient(c.ExtraConfig.Etcd.Transport); err != nil {
+	if s.embedded != nil {
+		// The embedded etcd is in this process: call it directly (closed
+		// with it).
+		s.etcd = s.embedded.InProcess().Client()
+	} else if s.etcd, err = newEtcdClient(c.ExtraConfig.Etcd.Transport); err != nil {
 		return nil, err
 	}
 	etcdKeys, err := newEtcdKeyStore(ctx, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix, c.ExtraConfig.KeyStores, c.ExtraConfig.KubeConfig)
@@ -220,11 +224,10 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) close() {
-	if s.etcd != nil {
-		_ = s.etcd.Close()
-	}
 	if s.embedded != nil {
 		s.embedded.Close()
+	} else if s.etcd != nil {
+		_ = s.etcd.Close()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -34,6 +35,9 @@ type Etcd struct {
 	server *embed.Etcd
 	// ClientURL is the unix socket clients connect to.
 	ClientURL string
+
+	inProcessOnce sync.Once
+	inProcess     *InProcess
 }
 
 // EtcdClientURL is the etcd endpoint of a standalone server whose data is
@@ -166,5 +170,10 @@ func writePeerTLS(dir string) (transport.TLSInfo, error) {
 	return info, nil
 }
 
-// Close stops etcd and waits for it to flush.
-func (e *Etcd) Close() { e.server.Close() }
+// Close stops the in-process client, then etcd, and waits for it to flush.
+func (e *Etcd) Close() {
+	if e.inProcess != nil {
+		e.inProcess.Close()
+	}
+	e.server.Close()
+}

@@ -192,7 +192,7 @@ func expectEvent(t *testing.T, w watch.Interface, typ watch.EventType, name stri
 			}
 			csr, isCSR := ev.Object.(*certv1alpha1.CertificateSigningRequest)
 			if !isCSR {
-				t.Fatalf("unexpected watch object %T", ev.Object)
+				t.Fatalf("unexpected watch object %T: %+v", ev.Object, ev.Object)
 			}
 			if csr.Spec.SignerName != "example.com/watched" {
 				t.Fatalf("field selector let through %s (%s)", csr.Name, csr.Spec.SignerName)

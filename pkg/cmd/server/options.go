@@ -232,6 +232,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	config.ExtraConfig.Etcd.Embedded = embedded
+	if embedded != nil {
+		config.GenericConfig.RESTOptionsGetter = embedded.InProcess().RESTOptionsGetter(config.GenericConfig.RESTOptionsGetter, o.RecommendedOptions.Etcd.EnableWatchCache)
+	}
 	server, err := config.Complete().New(ctx)
 	if err != nil {
 		return err
