@@ -161,3 +161,30 @@ func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (re
 	fmt.Fprintf(os.Stderr, "  all %d created in %s; %d issued in %s\n", n, created.Round(time.Millisecond), issued, r.Elapsed.Round(time.Millisecond))
 	return r, nil
 }
+
+// combineBursts sums one API's bursts: issued, errors, CPU, and time (the
+// mean time per burst is Elapsed / len(Rounds)); Rounds keeps each burst's
+// time to its last certificate, in seconds.
+func combineBursts(rs []result) result {
+	out := result{Name: rs[0].Name, CPUByProcess: map[string]float64{}}
+	for _, r := range rs {
+		out.Issued += r.Issued
+		out.Errors += r.Errors
+		out.Requested += r.Requested
+		out.Elapsed += r.Elapsed
+		out.Rounds = append(out.Rounds, r.Elapsed.Seconds())
+		for name, v := range r.CPUByProcess {
+			out.CPUByProcess[name] += v
+		}
+	}
+	out.Throughput = float64(out.Issued) / out.Elapsed.Seconds()
+	return out
+}
+
+// perBurst is the mean time of one burst.
+func (r result) perBurst() time.Duration {
+	if len(r.Rounds) == 0 {
+		return r.Elapsed
+	}
+	return r.Elapsed / time.Duration(len(r.Rounds))
+}

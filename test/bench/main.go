@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
 	flag.StringVar(&aggProfilePrefix, "aggregated-cpuprofile", "", "write 10s CPU profiles of the aggregated rekey-apiserver and of kube-apiserver, taken during the first aggregated round, to <prefix>-rekey.pprof and <prefix>-kube-apiserver.pprof")
 	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
+	flag.IntVar(&burstRounds, "burst-rounds", 2, "bursts per API, taking turns in alternating order")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -53,6 +54,7 @@ func main() {
 var (
 	profileFile      string
 	burstProfileFile string
+	burstRounds      int
 	memProfileDir    string
 	heapFile         string
 	aggProfilePrefix string
@@ -186,25 +188,39 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			}
 			apis = append(apis, nativeBurst(kubernetes.NewForConfigOrDie(adminCfg)))
 		}
-		for i, api := range apis {
-			fmt.Fprintf(os.Stderr, "scenario: %d-node bootstrap burst, %s\n", burst, api.name)
-			cpu0 := map[string]float64{}
-			for name, pid := range pids {
-				cpu0[name] = cpuSeconds(pid)
+		// The bursts take turns as the throughput scenarios do, in
+		// alternating order (rekey, native, native, rekey, ...), so that
+		// neither always runs first or on the larger store.
+		perAPI := make([][]result, len(apis))
+		for r := 0; r < burstRounds; r++ {
+			for k := range apis {
+				i := k
+				if r%2 == 1 {
+					i = len(apis) - 1 - k
+				}
+				api := apis[i]
+				fmt.Fprintf(os.Stderr, "burst %d/%d: %d nodes, %s\n", r+1, burstRounds, burst, api.name)
+				cpu0 := map[string]float64{}
+				for name, pid := range pids {
+					cpu0[name] = cpuSeconds(pid)
+				}
+				if burstProfileFile != "" && i == 0 && r == 0 {
+					go profileCPU(ctx, probes[0].client, burstProfileFile)
+					go profileCPU(ctx, probes[1].client, strings.TrimSuffix(burstProfileFile, ".pprof")+"-kube-apiserver.pprof")
+				}
+				b, err := bootstrapBurst(ctx, api, fmt.Sprintf("b%d%d", r, i), burst)
+				if err != nil {
+					return err
+				}
+				b.CPUByProcess = map[string]float64{}
+				for name, pid := range pids {
+					b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
+				}
+				perAPI[i] = append(perAPI[i], b)
 			}
-			if burstProfileFile != "" && i == 0 {
-				go profileCPU(ctx, probes[0].client, burstProfileFile)
-				go profileCPU(ctx, probes[1].client, strings.TrimSuffix(burstProfileFile, ".pprof")+"-kube-apiserver.pprof")
-			}
-			b, err := bootstrapBurst(ctx, api, fmt.Sprintf("b%d", i), burst)
-			if err != nil {
-				return err
-			}
-			b.CPUByProcess = map[string]float64{}
-			for name, pid := range pids {
-				b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
-			}
-			bursts = append(bursts, b)
+		}
+		for _, rs := range perAPI {
+			bursts = append(bursts, combineBursts(rs))
 		}
 	}
 	report := render(results, mem, bursts, n, requesters, rounds)

@@ -54,9 +54,10 @@ func render(results []result, mem *memoryResult, bursts []result, n, requesters,
 		}
 	}
 	if len(bursts) > 0 {
-		fmt.Fprintf(&b, "\nBootstrap burst, %d nodes at once through kube-apiserver, time to the last certificate:\n\n", bursts[0].Requested)
-		fmt.Fprintln(&b, "| API | issued | errors | last certificate after | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd | server CPU s / 1,000 |")
-		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintf(&b, "\nBootstrap burst, %d nodes at once through kube-apiserver, %d bursts per API taking turns (rekey, native, native, rekey, ...); time to the last certificate, mean and each burst:\n\n",
+			bursts[0].Requested/max(1, len(bursts[0].Rounds)), len(bursts[0].Rounds))
+		fmt.Fprintln(&b, "| API | issued | errors | last certificate after (mean) | each burst | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd | server CPU s / 1,000 |")
+		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range bursts {
 			cpu := func(name string) string {
 				if v, ok := r.CPUByProcess[name]; ok {
@@ -72,7 +73,11 @@ func render(results []result, mem *memoryResult, bursts []result, n, requesters,
 			if r.Issued > 0 {
 				per1000 = total / float64(r.Issued) * 1000
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %s | %.0f | %s | %s | %s | %s | %.2f |\n", r.Name, r.Issued, r.Errors, r.Elapsed.Round(time.Millisecond), r.Throughput,
+			each := make([]string, len(r.Rounds))
+			for i, sec := range r.Rounds {
+				each[i] = fmt.Sprintf("%.1f s", sec)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %.0f | %s | %s | %s | %s | %.2f |\n", r.Name, r.Issued, r.Errors, r.perBurst().Round(time.Millisecond), strings.Join(each, ", "), r.Throughput,
 				cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), per1000)
 		}
 	}
@@ -97,7 +102,7 @@ func render(results []result, mem *memoryResult, bursts []result, n, requesters,
 		check(&b, fmt.Sprintf("burst: every certificate issued (%d/%d), none lost", burst.Issued, burst.Requested), burst.Errors == 0 && burst.Issued == burst.Requested)
 		if len(bursts) > 1 && bursts[1].Elapsed > 0 {
 			native := bursts[1]
-			check(&b, fmt.Sprintf("burst: at least 2x faster than kube-controller-manager (%s vs %s, %.2fx)", burst.Elapsed.Round(time.Millisecond), native.Elapsed.Round(time.Millisecond),
+			check(&b, fmt.Sprintf("burst: at least 2x faster than kube-controller-manager (%s vs %s per burst, %.2fx)", burst.perBurst().Round(time.Millisecond), native.perBurst().Round(time.Millisecond),
 				float64(native.Elapsed)/float64(burst.Elapsed)), burst.Errors == 0 && 2*burst.Elapsed <= native.Elapsed)
 		}
 	}

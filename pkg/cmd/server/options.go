@@ -207,9 +207,16 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	cfg.ExtraConfig.ControllerIdentity = controllers
-	if genericConfig.Authentication.Authenticator == nil {
+	certificates, err := certificateAuthenticators(ro.Authentication, genericConfig)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case genericConfig.Authentication.Authenticator == nil:
 		genericConfig.Authentication.Authenticator = controllers.Authenticator()
-	} else {
+	case certificates != nil:
+		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), certificates, genericConfig.Authentication.Authenticator)
+	default:
 		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), genericConfig.Authentication.Authenticator)
 	}
 	genericConfig.Authentication.Authenticator = filters.WithGrownStackAuthenticator(genericConfig.Authentication.Authenticator)
