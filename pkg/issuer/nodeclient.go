@@ -78,6 +78,12 @@ func WithNodeClientGrant(ctx context.Context, subresource string) context.Contex
 	return context.WithValue(ctx, nodeClientGrantKey{}, subresource)
 }
 
+// HasNodeClientGrant says whether ctx is that of such a create.
+func HasNodeClientGrant(ctx context.Context) bool {
+	_, ok := nodeClientGrant(ctx)
+	return ok
+}
+
 func nodeClientGrant(ctx context.Context) (string, bool) {
 	s, ok := ctx.Value(nodeClientGrantKey{}).(string)
 	return s, ok

@@ -293,8 +293,15 @@ func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
 			first.Stop(t)
 
 			doomed := framework.StartStandaloneWithEnv(t, dataDir, []string{"REKEY_TEST_KILL_AT=" + tc.step})
+			// The controller may act on the stored transition, and the hook
+			// kill the process, before the response is written: the call
+			// then ends with a broken connection, and what is stored is
+			// checked below.
 			if _, err := doomed.Client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "crash", &rotationv1alpha1.Rotation{Action: tc.action, Force: tc.action == rotationv1alpha1.RotationComplete}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
+				if apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
+					t.Fatal(err)
+				}
+				t.Logf("the rotate call ended with %v (the server died answering it)", err)
 			}
 			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 				return doomed.Exited(), nil

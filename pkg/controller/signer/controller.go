@@ -5,6 +5,7 @@ package signer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,14 @@ type Controller struct {
 	csrs         *csrcontroller.Controller
 	signerQueue  workqueue.TypedRateLimitingInterface[string]
 	signerSynced []cache.InformerSynced
+
+	// writtenOver holds, per request UID, the resourceVersion this
+	// controller last wrote a certificate (or failure) over, until the
+	// request leaves the informer. A request enqueued again before the
+	// informer shows that write (a CA change re-enqueues every waiting
+	// request) is then not signed a second time only for the write to
+	// conflict.
+	writtenOver sync.Map
 }
 
 // NewController wires the controller to its informers. A change of a CA's
@@ -58,6 +67,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
 	}
 	c.csrs = csrcontroller.New("signer", csrInformer, csrutil.NeedsSigning, c.Handle)
+	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.forget})
 	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueSigner,
 		UpdateFunc: func(_, obj any) { c.enqueueSigner(obj) },
@@ -144,6 +154,11 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	if err != nil {
 		return err
 	}
+	if rv, ok := c.writtenOver.Load(csr.UID); ok && rv == csr.ResourceVersion {
+		// Already written over this version: the informer has not caught
+		// up with our write yet.
+		return nil
+	}
 	approvedAt := time.Time{}
 	if approved := csrutil.Condition(csr, certv1alpha1.CertificateApproved); approved != nil {
 		approvedAt = approved.LastUpdateTime.Time
@@ -163,12 +178,26 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 		updated.Status.Certificate = outcome.Certificate
 	}
 	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-signer"})
+	if err == nil {
+		c.writtenOver.Store(csr.UID, csr.ResourceVersion)
+	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// Someone else changed the request; the informer brings the new
 		// version, and an already-signed request is left alone.
 		return nil
 	}
 	return err
+}
+
+// forget drops what writtenOver holds for a request that left the
+// informer (issued, failed, or deleted).
+func (c *Controller) forget(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok {
+		c.writtenOver.Delete(csr.UID)
+	}
 }
 
 // syncSigner keeps the Signer's Ready condition: whether its CA can sign.

@@ -220,6 +220,34 @@ func TestHandle(t *testing.T) {
 	}
 }
 
+// TestHandleDoesNotSignAVersionItAlreadyWroteOver: a request enqueued again
+// before the informer shows the controller's own write (a CA change
+// re-enqueues every waiting request) is not signed twice; once it leaves
+// the informer, a later version is handled again.
+func TestHandleDoesNotSignAVersionItAlreadyWroteOver(t *testing.T) {
+	f := newFixture(t, certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature}}, true)
+	csr := approvedCSR(t, "example.com/team", fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "alice"}), certv1alpha1.UsageClientAuth)
+	csr.ResourceVersion = "7"
+	if err := f.client.Tracker().Add(csr.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := f.c.Handle(context.Background(), csr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.recorder.records) != 1 || len(f.client.Actions()) != 1 {
+		t.Fatalf("signed %d times, %d writes; want once", len(f.recorder.records), len(f.client.Actions()))
+	}
+	f.c.forget(cache.DeletedFinalStateUnknown{Key: "req", Obj: csr})
+	if err := f.c.Handle(context.Background(), csr); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.recorder.records) != 2 {
+		t.Fatalf("after forget: signed %d times, want 2", len(f.recorder.records))
+	}
+}
+
 func TestHandleSignerReportsCAReadiness(t *testing.T) {
 	for name, tc := range map[string]struct {
 		withCA      bool

@@ -3,8 +3,10 @@ package certificatesigningrequest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -115,12 +117,24 @@ func (s *issuingStorage) Create(ctx context.Context, key string, obj, out runtim
 		// A create under a name that is taken fails after this point; not
 		// deciding it keeps a requester from having rekey sign (and
 		// record) again and again by repeating one create.
-		if csr, ok := obj.(*certificates.CertificateSigningRequest); ok && isPending(csr) && !s.exists(ctx, key) {
-			outcome, err := w.decide(string(csr.UID), func() (issuer.Outcome, error) { return s.issuer.AtCreate(ctx, csr) })
-			if err != nil {
-				return err
+		if csr, ok := obj.(*certificates.CertificateSigningRequest); ok && isPending(csr) {
+			exists, err := s.exists(ctx, key)
+			switch {
+			case !exists && err == nil:
+				outcome, err := w.decide(string(csr.UID), func() (issuer.Outcome, error) { return s.issuer.AtCreate(ctx, csr) })
+				if err != nil {
+					return err
+				}
+				applyOutcome(csr, outcome, metav1.NewTime(s.clock.Now()))
+			case issuer.HasNodeClientGrant(ctx):
+				// A create through selfnodeclient or nodeclient stores
+				// only what was decided: its permission is not the main
+				// resource's "create".
+				if err != nil {
+					return apierrors.NewServiceUnavailable(fmt.Sprintf("checking whether %s exists: %v", csr.Name, err))
+				}
+				return apierrors.NewAlreadyExists(certificates.Resource("certificatesigningrequests"), csr.Name)
 			}
-			applyOutcome(csr, outcome, metav1.NewTime(s.clock.Now()))
 		}
 	}
 	return s.Interface.Create(ctx, key, obj, out, ttl)
@@ -129,10 +143,12 @@ func (s *issuingStorage) Create(ctx context.Context, key string, obj, out runtim
 // exists says whether an object is stored under key, as the watch cache
 // knows it (a create racing with this one may still win: then one
 // certificate is signed and not stored, which the records allow).
-func (s *issuingStorage) exists(ctx context.Context, key string) bool {
+func (s *issuingStorage) exists(ctx context.Context, key string) (bool, error) {
 	existing := &certificates.CertificateSigningRequest{}
-	err := s.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: "0", IgnoreNotFound: true}, existing)
-	return err != nil || existing.Name != ""
+	if err := s.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: "0", IgnoreNotFound: true}, existing); err != nil {
+		return true, err
+	}
+	return existing.Name != "", nil
 }
 
 func (s *issuingStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,

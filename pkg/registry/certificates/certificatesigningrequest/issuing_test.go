@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
@@ -239,6 +240,48 @@ func TestCreateWriteCarriesApprovalAndCertificate(t *testing.T) {
 	}
 	if !strings.Contains(managers["rekey-approver"], `k:{\"type\":\"Approved\"}`) || !strings.Contains(managers["rekey-signer"], "f:certificate") {
 		t.Fatalf("managed fields %v", managers)
+	}
+}
+
+// failingGet is storage whose reads fail.
+type failingGet struct{ recordingStorage }
+
+func (s *failingGet) Get(context.Context, string, storage.GetOptions, runtime.Object) error {
+	return errors.New("etcd unavailable")
+}
+
+// TestGrantedCreateStoresOnlyWhatWasDecided: a create through selfnodeclient
+// or nodeclient that is not decided (the name is taken, or whether it is
+// cannot be read) is refused here rather than stored pending, since its
+// permission is not the main resource's "create".
+func TestGrantedCreateStoresOnlyWhatWasDecided(t *testing.T) {
+	iss := &fakeIssuer{outcome: issuer.Outcome{Approval: &issuer.Decision{Reason: issuer.ReasonAutoApproved, Message: "checked"}, Certificate: []byte("cert")}}
+	inner := &recordingStorage{stored: newCSR(t)}
+	s := &issuingStorage{Interface: inner, issuer: iss, clock: clocktesting.NewFakePassiveClock(now)}
+	ctx, w := withWrite(issuer.WithNodeClientGrant(context.Background(), issuer.SubresourceSelfNodeClient))
+	if err := w.afterCreateValidation(nil)(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, "k", newCSR(t), nil, 0); !apierrors.IsAlreadyExists(err) || iss.creates != 0 || inner.written != nil {
+		t.Fatalf("taken name: err %v, %d decisions, written %v", err, iss.creates, inner.written)
+	}
+
+	failing := &failingGet{}
+	s = &issuingStorage{Interface: failing, issuer: iss, clock: clocktesting.NewFakePassiveClock(now)}
+	if err := w.afterCreateValidation(nil)(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, "k", newCSR(t), nil, 0); !apierrors.IsServiceUnavailable(err) || iss.creates != 0 || failing.written != nil {
+		t.Fatalf("unreadable: err %v, %d decisions, written %v", err, iss.creates, failing.written)
+	}
+	// The main resource's create passes through when it cannot tell, and
+	// the store decides (as before).
+	plain, pw := withWrite(context.Background())
+	if err := pw.afterCreateValidation(nil)(plain, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(plain, "k", newCSR(t), nil, 0); err != nil || iss.creates != 0 || failing.written == nil {
+		t.Fatalf("main create: err %v, %d decisions", err, iss.creates)
 	}
 }
 
