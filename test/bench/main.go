@@ -68,6 +68,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	defer framework.RemoveBinaries()
 	rekeyBin, err := framework.BinaryPath("rekey-apiserver")
 	if err != nil {
 		return err

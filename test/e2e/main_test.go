@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	defer framework.RemoveBinaries()
 	dir, err := os.MkdirTemp("", "rekey-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -67,6 +67,14 @@ func BinaryPath(name string) (string, error) {
 	return filepath.Join(binDir, name), nil
 }
 
+// RemoveBinaries deletes what BinaryPath built (about 270 MB per test
+// process); TestMain and the bench call it when the process is done.
+func RemoveBinaries() {
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	defer framework.RemoveBinaries()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "install: "+format+"\n", args...) }
 	dir, err := os.MkdirTemp("", "rekey-install-")
 	if err != nil {
