@@ -45,11 +45,8 @@ func TestOwnServingCARotatesWithoutAFailedRequest(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// Back to the harness's serving certificate for the other tests.
-		if err := cluster.RestartRekey(); err != nil {
-			t.Errorf("restarting rekey: %v", err)
-		}
-		if err := cluster.RestoreAPIServices(); err != nil {
-			t.Errorf("restoring the APIServices: %v", err)
+		if err := cluster.RestartRekeyWithHarnessServing(); err != nil {
+			t.Errorf("restarting rekey with the harness's serving certificate: %v", err)
 		}
 	})
 	admin := cluster.RekeyAdmin

@@ -300,10 +300,20 @@ func (c *Cluster) RestartRekeyWithEnv(env []string, extraArgs ...string) error {
 	return c.StartRekey()
 }
 
-// RestoreAPIServices applies the APIServices again with the caBundle of the
-// harness's own serving CA (after a test let rekey manage it).
-func (c *Cluster) RestoreAPIServices() error {
-	return c.applyArtifacts()
+// RestartRekeyWithHarnessServing stops rekey-apiserver, puts the harness's
+// serving CA back in the APIServices, and starts rekey with the harness's
+// serving certificate: after a test in which rekey served with (and kept
+// the APIServices on) its own CA. In this order no rekey rewrites the
+// caBundle after it is restored, and the start's wait for the APIServices
+// to be Available checks the certificate they will use.
+func (c *Cluster) RestartRekeyWithHarnessServing() error {
+	if c.Rekey != nil {
+		c.Rekey.Stop(30 * time.Second)
+	}
+	if err := c.applyArtifacts(); err != nil {
+		return err
+	}
+	return c.StartRekey()
 }
 
 // applyArtifacts applies artifacts/deploy and artifacts/rbac as an operator
