@@ -38,12 +38,6 @@ func AutoApproveNodeClient(ctx context.Context, authz authorizer.Authorizer, sig
 	if !ok {
 		return nil, nil
 	}
-	if granted, ok := nodeClientGrant(ctx); ok && granted == subresource {
-		return &Decision{
-			Reason:  ReasonAutoApproved,
-			Message: fmt.Sprintf("Auto approving node client certificate: the create was authorized as create certificatesigningrequests/%s.", subresource),
-		}, nil
-	}
 	decision, _, err := authz.Authorize(ctx, authorizer.AttributesRecord{
 		User:            Requester(csr),
 		Verb:            "create",
