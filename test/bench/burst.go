@@ -22,53 +22,116 @@ import (
 // layer) or certificates.k8s.io with kube-controller-manager, for comparison.
 type burstAPI struct {
 	name string
-	// create posts node's request as the node (impersonated), and says
-	// whether the response already holds the certificate.
+	// create posts node's request, and says whether the response already
+	// holds the certificate.
 	create func(ctx context.Context, node string, request []byte) (bool, error)
 	// watch reports finished requests, named "burst-<node>".
 	watch target
 }
 
-func rekeyBurst(client clientset.Interface) burstAPI {
-	return burstAPI{
-		name: "rekey (aggregated; NodeClient approval by the create's authorization, certificatesigningrequests/NAME/selfnodeclient)",
-		create: func(ctx context.Context, node string, request []byte) (bool, error) {
-			csr := &certv1alpha1.CertificateSigningRequest{
-				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
-				Spec: certv1alpha1.CertificateSigningRequestSpec{
-					Request:    request,
-					SignerName: "rekey.io/kube-apiserver-client-kubelet",
-					Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
-				},
-			}
-			out := &certv1alpha1.CertificateSigningRequest{}
-			err := impersonateNode(client.CertificatesV1alpha1().RESTClient().Post(), node).Name(csr.Name).SubResource("selfnodeclient").Body(csr).Do(ctx).Into(out)
-			return err == nil && len(out.Status.Certificate) > 0, err
-		},
-		watch: &rekeyTarget{client: client},
-	}
+// burstKind is one way nodes ask for their client certificates: with a
+// shared bootstrap token (kubeadm's join), or each as itself (renewal).
+type burstKind struct {
+	name, description string
+	// apis are rekey's, then (if measured) the native one.
+	apis []burstAPI
 }
 
-func nativeBurst(client kubernetes.Interface) burstAPI {
-	return burstAPI{
-		name: "native (kube-controller-manager csrapproving: selfnodeclient SubjectAccessReview)",
-		create: func(ctx context.Context, node string, request []byte) (bool, error) {
-			csr := &certificatesv1.CertificateSigningRequest{
-				ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
-				Spec: certificatesv1.CertificateSigningRequestSpec{
-					Request:    request,
-					SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-					Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
-				},
-			}
-			return false, impersonateNode(client.CertificatesV1().RESTClient().Post(), node).Body(csr).Do(ctx).Error()
-		},
-		watch: &nativeTarget{client: client},
-	}
+// burstSet is one kind's combined bursts, rekey's then native's.
+type burstSet struct {
+	name, description string
+	results           []result
 }
 
-// impersonateNode sends the request as the generated clients do (protobuf),
-// as system:node:<node> in system:nodes.
+// bootstrapKind: every node authenticates with the same bootstrap token
+// (system:bootstrap:<id> in system:bootstrappers), as nodes joining with
+// one `kubeadm token create` do, and asks for its first certificate:
+// rekey through certificatesigningrequests/NAME/nodeclient (rekey-agent's
+// bootstrap path), certificates.k8s.io by a create that
+// kube-controller-manager's csrapproving approves after its
+// SubjectAccessReview of "create certificatesigningrequests/nodeclient".
+func bootstrapKind(rekey clientset.Interface, native kubernetes.Interface) burstKind {
+	k := burstKind{
+		name:        "bootstrap",
+		description: "one bootstrap token shared by the nodes (system:bootstrappers), first certificate",
+		apis: []burstAPI{{
+			name: "rekey (aggregated; certificatesigningrequests/NAME/nodeclient, approved by the create's authorization)",
+			create: func(ctx context.Context, node string, request []byte) (bool, error) {
+				return rekeyNodeClientCreate(ctx, rekey.CertificatesV1alpha1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests"), "nodeclient", node, request)
+			},
+			watch: &rekeyTarget{client: rekey},
+		}},
+	}
+	if native != nil {
+		k.apis = append(k.apis, burstAPI{
+			name: "native (kube-controller-manager csrapproving: nodeclient SubjectAccessReview)",
+			create: func(ctx context.Context, node string, request []byte) (bool, error) {
+				return false, nativeNodeClientCreate(ctx, native.CertificatesV1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests"), node, request)
+			},
+			watch: &nativeTarget{client: native},
+		})
+	}
+	return k
+}
+
+// renewalKind: every node authenticates as itself (system:node:<name> in
+// system:nodes, by impersonation from the admin, so that one connection
+// pool serves every node) and asks for a certificate for itself: rekey
+// through certificatesigningrequests/NAME/selfnodeclient (rekey-agent's
+// renewal path), certificates.k8s.io by a create that csrapproving
+// approves after its SubjectAccessReview of "selfnodeclient".
+func renewalKind(rekey clientset.Interface, native kubernetes.Interface) burstKind {
+	k := burstKind{
+		name:        "renewal",
+		description: "each node as itself (system:node:<name>), every request from a new identity",
+		apis: []burstAPI{{
+			name: "rekey (aggregated; certificatesigningrequests/NAME/selfnodeclient, approved by the create's authorization)",
+			create: func(ctx context.Context, node string, request []byte) (bool, error) {
+				return rekeyNodeClientCreate(ctx, impersonateNode(rekey.CertificatesV1alpha1().RESTClient().Post(), node), "selfnodeclient", node, request)
+			},
+			watch: &rekeyTarget{client: rekey},
+		}},
+	}
+	if native != nil {
+		k.apis = append(k.apis, burstAPI{
+			name: "native (kube-controller-manager csrapproving: selfnodeclient SubjectAccessReview)",
+			create: func(ctx context.Context, node string, request []byte) (bool, error) {
+				return false, nativeNodeClientCreate(ctx, impersonateNode(native.CertificatesV1().RESTClient().Post(), node), node, request)
+			},
+			watch: &nativeTarget{client: native},
+		})
+	}
+	return k
+}
+
+func rekeyNodeClientCreate(ctx context.Context, post *rest.Request, subresource, node string, request []byte) (bool, error) {
+	csr := &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request:    request,
+			SignerName: "rekey.io/kube-apiserver-client-kubelet",
+			Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
+		},
+	}
+	out := &certv1alpha1.CertificateSigningRequest{}
+	err := post.Name(csr.Name).SubResource(subresource).Body(csr).Do(ctx).Into(out)
+	return err == nil && len(out.Status.Certificate) > 0, err
+}
+
+func nativeNodeClientCreate(ctx context.Context, post *rest.Request, node string, request []byte) error {
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "burst-" + node},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    request,
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
+		},
+	}
+	return post.Body(csr).Do(ctx).Error()
+}
+
+// impersonateNode sends the request as system:node:<node> in system:nodes,
+// in protobuf as the generated clients do.
 func impersonateNode(r *rest.Request, node string) *rest.Request {
 	return r.UseProtobufAsDefault().Resource("certificatesigningrequests").
 		SetHeader("Impersonate-User", "system:node:"+node).
@@ -76,10 +139,7 @@ func impersonateNode(r *rest.Request, node string) *rest.Request {
 }
 
 // bootstrapBurst has n simulated nodes ask for kubelet client certificates
-// at once, each authenticated as system:node:<name> in system:nodes (by
-// impersonation from the admin, so one connection pool serves every node).
-// The approver approves each after a SubjectAccessReview against
-// kube-apiserver; the signer signs. The result is the time from the first
+// at once, as api's create asks. The result is the time from the first
 // request to the last certificate.
 func bootstrapBurst(ctx context.Context, api burstAPI, prefix string, n int) (result, error) {
 	// The watch ends with the burst, before the servers are stopped.

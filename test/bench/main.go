@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +46,7 @@ func main() {
 	flag.StringVar(&aggProfilePrefix, "aggregated-cpuprofile", "", "write 10s CPU profiles of the aggregated rekey-apiserver and of kube-apiserver, taken during the first aggregated round, to <prefix>-rekey.pprof and <prefix>-kube-apiserver.pprof")
 	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
 	flag.IntVar(&burstRounds, "burst-rounds", 2, "bursts per API, taking turns in alternating order")
+	flag.StringVar(&burstKinds, "burst-kinds", "bootstrap,renewal", "which bursts: bootstrap (one shared bootstrap token, nodeclient), renewal (each node as itself, selfnodeclient)")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -55,6 +58,7 @@ var (
 	profileFile      string
 	burstProfileFile string
 	burstRounds      int
+	burstKinds       string
 	memProfileDir    string
 	heapFile         string
 	aggProfilePrefix string
@@ -99,7 +103,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		fmt.Fprintln(os.Stderr, "starting etcd, kube-apiserver and rekey-apiserver (aggregated)")
 		cluster, err = framework.StartCluster(filepath.Join(dir, "cluster"), rekeyBin, framework.ClusterOptions{
 			RekeyArgs:         []string{"--signer-workers=16", "--profiling=true"},
-			KubeAPIServerArgs: []string{"--profiling=true"},
+			KubeAPIServerArgs: []string{"--profiling=true", "--enable-bootstrap-token-auth=true"},
 			Logf:              func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 		})
 		if err != nil {
@@ -176,52 +180,73 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		results[i] = sc.result()
 	}
 
-	var bursts []result
+	var bursts []burstSet
 	if burst > 0 && cluster != nil {
 		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
+		var native, nativeBootstrap kubernetes.Interface
 		if kcm != nil {
 			pids["kube-controller-manager"] = kcm.Pid()
-		}
-		apis := []burstAPI{rekeyBurst(clientset.NewForConfigOrDie(adminCfg))}
-		if kcm != nil {
 			if err := allowNodeClientBootstrap(ctx, cluster.Admin); err != nil {
 				return err
 			}
-			apis = append(apis, nativeBurst(kubernetes.NewForConfigOrDie(adminCfg)))
+			native = kubernetes.NewForConfigOrDie(adminCfg)
 		}
-		// The bursts take turns as the throughput scenarios do, in
-		// alternating order (rekey, native, native, rekey, ...), so that
-		// neither always runs first or on the larger store.
-		perAPI := make([][]result, len(apis))
-		for r := 0; r < burstRounds; r++ {
-			for k := range apis {
-				i := k
-				if r%2 == 1 {
-					i = len(apis) - 1 - k
-				}
-				api := apis[i]
-				fmt.Fprintf(os.Stderr, "burst %d/%d: %d nodes, %s\n", r+1, burstRounds, burst, api.name)
-				cpu0 := map[string]float64{}
-				for name, pid := range pids {
-					cpu0[name] = cpuSeconds(pid)
-				}
-				if burstProfileFile != "" && i == 0 && r == 0 {
-					go profileCPU(ctx, probes[0].client, burstProfileFile)
-					go profileCPU(ctx, probes[1].client, strings.TrimSuffix(burstProfileFile, ".pprof")+"-kube-apiserver.pprof")
-				}
-				b, err := bootstrapBurst(ctx, api, fmt.Sprintf("b%d%d", r, i), burst)
+		var kinds []burstKind
+		for _, kind := range strings.Split(burstKinds, ",") {
+			switch kind {
+			case "bootstrap":
+				tokenCfg, err := bootstrapToken(ctx, cluster.Admin, adminCfg)
 				if err != nil {
 					return err
 				}
-				b.CPUByProcess = map[string]float64{}
-				for name, pid := range pids {
-					b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
+				if native != nil {
+					nativeBootstrap = kubernetes.NewForConfigOrDie(tokenCfg)
 				}
-				perAPI[i] = append(perAPI[i], b)
+				kinds = append(kinds, bootstrapKind(clientset.NewForConfigOrDie(tokenCfg), nativeBootstrap))
+			case "renewal":
+				kinds = append(kinds, renewalKind(clientset.NewForConfigOrDie(adminCfg), native))
+			default:
+				return fmt.Errorf("-burst-kinds: unknown kind %q (bootstrap, renewal)", kind)
 			}
 		}
-		for _, rs := range perAPI {
-			bursts = append(bursts, combineBursts(rs))
+		for k, kind := range kinds {
+			// The bursts take turns as the throughput scenarios do, in
+			// alternating order (rekey, native, native, rekey, ...), so
+			// that neither always runs first or on the larger store.
+			apis := kind.apis
+			perAPI := make([][]result, len(apis))
+			for r := 0; r < burstRounds; r++ {
+				for j := range apis {
+					i := j
+					if r%2 == 1 {
+						i = len(apis) - 1 - j
+					}
+					api := apis[i]
+					fmt.Fprintf(os.Stderr, "%s burst %d/%d: %d nodes, %s\n", kind.name, r+1, burstRounds, burst, api.name)
+					cpu0 := map[string]float64{}
+					for name, pid := range pids {
+						cpu0[name] = cpuSeconds(pid)
+					}
+					if burstProfileFile != "" && k == 0 && i == 0 && r == 0 {
+						go profileCPU(ctx, probes[0].client, burstProfileFile)
+						go profileCPU(ctx, probes[1].client, strings.TrimSuffix(burstProfileFile, ".pprof")+"-kube-apiserver.pprof")
+					}
+					b, err := bootstrapBurst(ctx, api, fmt.Sprintf("%s%d%d", kind.name[:1], r, i), burst)
+					if err != nil {
+						return err
+					}
+					b.CPUByProcess = map[string]float64{}
+					for name, pid := range pids {
+						b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
+					}
+					perAPI[i] = append(perAPI[i], b)
+				}
+			}
+			set := burstSet{name: kind.name, description: kind.description}
+			for _, rs := range perAPI {
+				set.results = append(set.results, combineBursts(rs))
+			}
+			bursts = append(bursts, set)
 		}
 	}
 	report := render(results, mem, bursts, n, requesters, rounds)
@@ -232,21 +257,63 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	return nil
 }
 
-// allowNodeClientBootstrap grants system:nodes what kubeadm grants them for
-// kubelet client certificates: creating requests, and having their own
-// renewals approved (selfnodeclient).
+// allowNodeClientBootstrap grants what kubeadm grants for kubelet client
+// certificates in certificates.k8s.io: bootstrap tokens
+// (system:bootstrappers) create requests and have them approved
+// (nodeclient); nodes create requests and have their own renewals
+// approved (selfnodeclient). rekey's grants are its artifacts/rbac.
 func allowNodeClientBootstrap(ctx context.Context, admin kubernetes.Interface) error {
-	for _, role := range []string{"system:node-bootstrapper", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"} {
+	for _, grant := range []struct{ role, group string }{
+		{"system:node-bootstrapper", "system:nodes"},
+		{"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
+		{"system:node-bootstrapper", "system:bootstrappers"},
+		{"system:certificates.k8s.io:certificatesigningrequests:nodeclient", "system:bootstrappers"},
+	} {
 		_, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "bench-nodes-" + strings.ReplaceAll(role, ":", "-")},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:nodes"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-" + strings.ReplaceAll(grant.group+"-"+grant.role, ":", "-")},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: grant.role},
+			Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: grant.group}},
 		}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("binding %s to system:nodes: %w", role, err)
+			return fmt.Errorf("binding %s to %s: %w", grant.role, grant.group, err)
 		}
 	}
 	return nil
+}
+
+// bootstrapToken makes a bootstrap token as `kubeadm token create` does
+// (kube-apiserver runs with --enable-bootstrap-token-auth) and returns a
+// client configuration that authenticates with it, once kube-apiserver
+// accepts it.
+func bootstrapToken(ctx context.Context, admin kubernetes.Interface, adminCfg *rest.Config) (*rest.Config, error) {
+	const id, secret = "bench0", "0123456789abcdef"
+	_, err := admin.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"},
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			"token-id": id, "token-secret": secret,
+			"usage-bootstrap-authentication": "true",
+			"auth-extra-groups":              "system:bootstrappers:kubeadm:default-node-token",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the bootstrap token: %w", err)
+	}
+	cfg := rest.AnonymousClientConfig(adminCfg)
+	cfg.BearerToken = id + "." + secret
+	cfg.QPS, cfg.Burst = adminCfg.QPS, adminCfg.Burst
+	client := kubernetes.NewForConfigOrDie(cfg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil && review.Status.UserInfo.Username == "system:bootstrap:"+id {
+			return cfg, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("kube-apiserver does not accept the bootstrap token (is --enable-bootstrap-token-auth set?): %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func restClient(cfg *rest.Config) rest.Interface {

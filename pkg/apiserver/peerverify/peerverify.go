@@ -16,10 +16,12 @@
 package peerverify
 
 import (
+	"context"
 	"crypto/x509"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -134,7 +136,11 @@ func FrontProxy(cache *Cache, verifyOptions x509request.VerifyOptionFunc, allowe
 		if allowed := allowedNames.Value(); len(allowed) > 0 && !slices.Contains(allowed, chain[0].Subject.CommonName) {
 			return nil, false, nil
 		}
-		return headers.AuthenticateRequest(req)
+		resp, ok, err := headers.AuthenticateRequest(req)
+		if ok && err == nil {
+			recordFrontProxied(req)
+		}
+		return resp, ok, err
 	})
 }
 
@@ -153,4 +159,32 @@ func ClientCertificate(cache *Cache, verifyOptions x509request.VerifyOptionFunc,
 		}
 		return resp, true, nil
 	})
+}
+
+// frontProxiedKey holds, in a request's context, whether the front proxy
+// authenticated the request (set by FrontProxy, read by ViaFrontProxy).
+type frontProxiedKey struct{}
+
+// WithFrontProxyRecord gives every request a place, in its context, where
+// FrontProxy records that it authenticated it. It must wrap the handler
+// chain outside authentication, whose context the later filters inherit.
+func WithFrontProxyRecord(handler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		handler.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), frontProxiedKey{}, new(atomic.Bool))))
+	})
+}
+
+// ViaFrontProxy says whether FrontProxy authenticated the request whose
+// context this is: kube-apiserver's aggregator forwarded it, after
+// authenticating and authorizing it itself. False when the request came
+// some other way, or the generic authenticator behind FrontProxy took it.
+func ViaFrontProxy(ctx context.Context) bool {
+	rec, ok := ctx.Value(frontProxiedKey{}).(*atomic.Bool)
+	return ok && rec.Load()
+}
+
+func recordFrontProxied(req *http.Request) {
+	if rec, ok := req.Context().Value(frontProxiedKey{}).(*atomic.Bool); ok {
+		rec.Store(true)
+	}
 }

@@ -1,6 +1,7 @@
 package peerverify
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -210,3 +211,47 @@ func TestFrontProxy(t *testing.T) {
 }
 
 var _ authenticator.Request = ClientCertificate(New(nil), nil, nil)
+
+// TestFrontProxyRecord: the request context says the front proxy
+// authenticated it only when FrontProxy did.
+func TestFrontProxyRecord(t *testing.T) {
+	ca := newCert(t, "front-proxy-ca", nil, true, start.Add(24*time.Hour))
+	proxy := newCert(t, "front-proxy-client", ca, false, start.Add(2*time.Hour))
+	rogue := newCert(t, "rogue", ca, false, start.Add(2*time.Hour))
+	opts := &options{}
+	opts.set(ca)
+	cache := New(func() time.Time { return start })
+	headers := headerrequest.NewDynamic(fixed{"X-Remote-User"}, fixed{"X-Remote-Uid"}, fixed{"X-Remote-Group"}, fixed{"X-Remote-Extra-"})
+	frontProxy := FrontProxy(cache, opts.fn(), fixed{"front-proxy-client"}, headers)
+	clientCert := ClientCertificate(cache, opts.fn(), x509request.CommonNameUserConversion)
+
+	// serve runs auth inside the record, as the server's chain does, and
+	// reports what the handler behind it sees.
+	serve := func(auth authenticator.Request, req *http.Request) (authenticated, via bool) {
+		WithFrontProxyRecord(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
+			_, authenticated, _ = auth.AuthenticateRequest(req)
+			via = ViaFrontProxy(req.Context())
+		})).ServeHTTP(httptest.NewRecorder(), req)
+		return authenticated, via
+	}
+	if ok, via := serve(frontProxy, request(connection(proxy), map[string]string{"X-Remote-User": "system:bootstrap:abcdef"})); !ok || !via {
+		t.Fatalf("front proxy: authenticated %v, recorded %v", ok, via)
+	}
+	if ok, via := serve(frontProxy, request(connection(proxy), nil)); ok || via {
+		t.Fatalf("front proxy without a user: authenticated %v, recorded %v", ok, via)
+	}
+	if ok, via := serve(frontProxy, request(connection(rogue), map[string]string{"X-Remote-User": "x"})); ok || via {
+		t.Fatalf("a name not allowed: authenticated %v, recorded %v", ok, via)
+	}
+	if ok, via := serve(clientCert, request(connection(rogue), nil)); !ok || via {
+		t.Fatalf("client certificate: authenticated %v, recorded %v", ok, via)
+	}
+	// Without the record (a chain that lacks it), nothing is recorded and
+	// nothing breaks.
+	if _, ok, _ := frontProxy.AuthenticateRequest(request(connection(proxy), map[string]string{"X-Remote-User": "u"})); !ok {
+		t.Fatal("front proxy without the record")
+	}
+	if ViaFrontProxy(context.Background()) {
+		t.Fatal("a bare context is not via the front proxy")
+	}
+}

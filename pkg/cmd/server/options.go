@@ -31,6 +31,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/apiserver/filters"
+	"rekey.io/rekey/pkg/apiserver/peerverify"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
 	"rekey.io/rekey/pkg/serveridentity"
 )
@@ -174,9 +175,10 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
 	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	// Every response passes through WithoutRedirects: an aggregated server
-	// must never answer 3xx.
+	// must never answer 3xx. WithFrontProxyRecord lets the authorizer see
+	// which requests the front proxy authenticated (nodeclientauthz).
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
-		return filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
+		return peerverify.WithFrontProxyRecord(filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c)))
 	}
 
 	// Plugins that read CertificateAuthorities get them from storage, which
