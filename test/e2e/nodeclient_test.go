@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
@@ -174,4 +178,95 @@ func waitForAuditEvent(t *testing.T, log, verb, name, user string) {
 	if err != nil {
 		t.Fatalf("%s: no %s of %s by %s among %d lines", log, verb, name, user, seen)
 	}
+}
+
+// Nodes joining with one bootstrap token ask for their first certificates
+// through certificatesigningrequests/NAME/nodeclient. kube-apiserver
+// authorizes each create before forwarding it; rekey authorizes it again,
+// asking the cluster about the permission for any name, which its cache
+// answers after the first node: the burst costs rekey one review, not one
+// per node. A grant restricted to names still works for those names (rekey
+// then asks about the name), and refuses the others.
+func TestNodeClientBootstrapIsReviewedOnce(t *testing.T) {
+	ctx := context.Background()
+	bootstrap, _ := userClient(t, "system:bootstrap:e2eboot", "system:bootstrappers")
+	csrs := bootstrap.CertificatesV1alpha1().CertificateSigningRequests()
+	// The first create waits for RBAC and the Signer, and fills the cache.
+	eventually(t, func() error {
+		_, err := csrs.CreateNodeClient(ctx, "boot-first", nodeCSR(t, "boot-first", "e2e-boot-first"), metav1.CreateOptions{})
+		return err
+	})
+	before := delegatedReviews(t)
+	const nodes = 20
+	for i := 0; i < nodes; i++ {
+		name := fmt.Sprintf("boot-%02d", i)
+		out, err := csrs.CreateNodeClient(ctx, name, nodeCSR(t, name, "e2e-"+name), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if len(out.Status.Certificate) == 0 || out.Spec.Username != "system:bootstrap:e2eboot" {
+			t.Fatalf("node %d: no certificate in the response, or not the bootstrap identity: %+v", i, out.Status)
+		}
+	}
+	// Other requests (controllers) may ask meanwhile; one review per node
+	// would be at least 20.
+	if asked := delegatedReviews(t) - before; asked >= nodes/2 {
+		t.Fatalf("rekey asked the cluster %d times for %d bootstrap creates", asked, nodes)
+	}
+
+	// A grant for one name only.
+	clusterRole(t, "e2e-nodeclient-one-name", rbacv1.PolicyRule{
+		APIGroups: []string{"certificates.rekey.io"}, Resources: []string{"certificatesigningrequests/nodeclient"},
+		Verbs: []string{"create"}, ResourceNames: []string{"named-ok"},
+	})
+	named, _ := userClient(t, "system:bootstrap:e2enamed", "e2e-named-bootstrappers")
+	bind(t, "system:bootstrap:e2enamed", "rekey:requester", "e2e-nodeclient-one-name")
+	var out *certv1alpha1.CertificateSigningRequest
+	eventually(t, func() error {
+		var err error
+		out, err = named.CertificatesV1alpha1().CertificateSigningRequests().CreateNodeClient(ctx, "named-ok", nodeCSR(t, "named-ok", "e2e-named-ok"), metav1.CreateOptions{})
+		return err
+	})
+	if len(out.Status.Certificate) == 0 {
+		t.Fatalf("the granted name: no certificate: %+v", out.Status)
+	}
+	_, err := named.CertificatesV1alpha1().CertificateSigningRequests().CreateNodeClient(ctx, "named-other", nodeCSR(t, "named-other", "e2e-named-other"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("a name the grant does not list: %v, want 403", err)
+	}
+	if _, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "named-other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused request was stored: %v", err)
+	}
+}
+
+// delegatedReviews reads, from rekey-apiserver's own /metrics, how many
+// SubjectAccessReviews its delegated authorizer has sent.
+func delegatedReviews(t *testing.T) int {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", cluster.RekeyPort)
+	cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = cluster.RekeyServingCA.CertPEM(), ""
+	body, err := kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("rekey's /metrics: %v", err)
+	}
+	total, found := 0, false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_delegated_authz_request_total{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		total, found = total+int(v), true
+	}
+	if !found {
+		t.Fatal("rekey's /metrics has no apiserver_delegated_authz_request_total")
+	}
+	return total
 }
