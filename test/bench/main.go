@@ -210,13 +210,17 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 				return fmt.Errorf("-burst-kinds: unknown kind %q (bootstrap, renewal)", kind)
 			}
 		}
-		for k, kind := range kinds {
-			// The bursts take turns as the throughput scenarios do, in
-			// alternating order (rekey, native, native, rekey, ...), so
-			// that neither always runs first or on the larger store.
-			apis := kind.apis
-			perAPI := make([][]result, len(apis))
-			for r := 0; r < burstRounds; r++ {
+		// The bursts take turns as the throughput scenarios do: each round
+		// runs every kind, each kind's APIs in alternating order (rekey,
+		// native, then native, rekey), so that no API and no kind always
+		// runs first or on the larger store.
+		perKind := make([][][]result, len(kinds))
+		for k := range kinds {
+			perKind[k] = make([][]result, len(kinds[k].apis))
+		}
+		for r := 0; r < burstRounds; r++ {
+			for k, kind := range kinds {
+				apis := kind.apis
 				for j := range apis {
 					i := j
 					if r%2 == 1 {
@@ -240,11 +244,13 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 					for name, pid := range pids {
 						b.CPUByProcess[name] = cpuSeconds(pid) - cpu0[name]
 					}
-					perAPI[i] = append(perAPI[i], b)
+					perKind[k][i] = append(perKind[k][i], b)
 				}
 			}
+		}
+		for k, kind := range kinds {
 			set := burstSet{name: kind.name, description: kind.description}
-			for _, rs := range perAPI {
+			for _, rs := range perKind[k] {
 				set.results = append(set.results, combineBursts(rs))
 			}
 			bursts = append(bursts, set)

@@ -58,7 +58,7 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 			continue
 		}
 		first := set.results[0]
-		fmt.Fprintf(&b, "\nBurst (%s: %s), %d nodes at once through kube-apiserver, %d bursts per API taking turns (rekey, native, native, rekey, ...); time to the last certificate, mean and each burst:\n\n",
+		fmt.Fprintf(&b, "\nBurst (%s: %s), %d nodes at once through kube-apiserver, %d bursts per API, the kinds and APIs taking turns (round 1: bootstrap rekey, native, renewal rekey, native; round 2: bootstrap native, rekey, renewal native, rekey; ...); time to the last certificate, mean and each burst:\n\n",
 			set.name, set.description, first.Requested/max(1, len(first.Rounds)), len(first.Rounds))
 		fmt.Fprintln(&b, "| API | issued | errors | last certificate after (mean) | each burst | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd | server CPU s / 1,000 |")
 		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
