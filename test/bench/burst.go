@@ -51,27 +51,11 @@ type burstSet struct {
 // kube-controller-manager's csrapproving approves after its
 // SubjectAccessReview of "create certificatesigningrequests/nodeclient".
 func bootstrapKind(rekey clientset.Interface, native kubernetes.Interface) burstKind {
-	k := burstKind{
-		name:        "bootstrap",
-		description: "one bootstrap token shared by the nodes (system:bootstrappers), first certificate",
-		apis: []burstAPI{{
-			name: "rekey (aggregated; certificatesigningrequests/NAME/nodeclient, approved by the create's authorization)",
-			create: func(ctx context.Context, node string, request []byte) (bool, error) {
-				return rekeyNodeClientCreate(ctx, rekey.CertificatesV1alpha1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests"), "nodeclient", node, request)
-			},
-			watch: &rekeyTarget{client: rekey},
-		}},
+	asToken := func(r *rest.Request, _ string) *rest.Request {
+		return r.UseProtobufAsDefault().Resource("certificatesigningrequests")
 	}
-	if native != nil {
-		k.apis = append(k.apis, burstAPI{
-			name: "native (kube-controller-manager csrapproving: nodeclient SubjectAccessReview)",
-			create: func(ctx context.Context, node string, request []byte) (bool, error) {
-				return false, nativeNodeClientCreate(ctx, native.CertificatesV1().RESTClient().Post().UseProtobufAsDefault().Resource("certificatesigningrequests"), node, request)
-			},
-			watch: &nativeTarget{client: native},
-		})
-	}
-	return k
+	return nodeClientKind("bootstrap", "one bootstrap token shared by the nodes (system:bootstrappers), first certificate",
+		"nodeclient", asToken, rekey, native)
 }
 
 // renewalKind: every node authenticates as itself (system:node:<name> in
@@ -81,22 +65,30 @@ func bootstrapKind(rekey clientset.Interface, native kubernetes.Interface) burst
 // renewal path), certificates.k8s.io by a create that csrapproving
 // approves after its SubjectAccessReview of "selfnodeclient".
 func renewalKind(rekey clientset.Interface, native kubernetes.Interface) burstKind {
+	return nodeClientKind("renewal", "each node as itself (system:node:<name>), every request from a new identity",
+		"selfnodeclient", impersonateNode, rekey, native)
+}
+
+// nodeClientKind has rekey's nodes create through the subresource and
+// native's through certificates.k8s.io, each request made by as (which
+// picks the node's identity and the resource).
+func nodeClientKind(name, description, subresource string, as func(r *rest.Request, node string) *rest.Request, rekey clientset.Interface, native kubernetes.Interface) burstKind {
 	k := burstKind{
-		name:        "renewal",
-		description: "each node as itself (system:node:<name>), every request from a new identity",
+		name:        name,
+		description: description,
 		apis: []burstAPI{{
-			name: "rekey (aggregated; certificatesigningrequests/NAME/selfnodeclient, approved by the create's authorization)",
+			name: "rekey (aggregated; certificatesigningrequests/NAME/" + subresource + ", approved by the create's authorization)",
 			create: func(ctx context.Context, node string, request []byte) (bool, error) {
-				return rekeyNodeClientCreate(ctx, impersonateNode(rekey.CertificatesV1alpha1().RESTClient().Post(), node), "selfnodeclient", node, request)
+				return rekeyNodeClientCreate(ctx, as(rekey.CertificatesV1alpha1().RESTClient().Post(), node), subresource, node, request)
 			},
 			watch: &rekeyTarget{client: rekey},
 		}},
 	}
 	if native != nil {
 		k.apis = append(k.apis, burstAPI{
-			name: "native (kube-controller-manager csrapproving: selfnodeclient SubjectAccessReview)",
+			name: "native (kube-controller-manager csrapproving: " + subresource + " SubjectAccessReview)",
 			create: func(ctx context.Context, node string, request []byte) (bool, error) {
-				return false, nativeNodeClientCreate(ctx, impersonateNode(native.CertificatesV1().RESTClient().Post(), node), node, request)
+				return false, nativeNodeClientCreate(ctx, as(native.CertificatesV1().RESTClient().Post(), node), node, request)
 			},
 			watch: &nativeTarget{client: native},
 		})

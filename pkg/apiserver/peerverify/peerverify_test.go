@@ -160,14 +160,32 @@ type fixed []string
 
 func (f fixed) Value() []string { return f }
 
-func TestFrontProxy(t *testing.T) {
+// frontProxyFixture is a front proxy CA, the proxy's certificate, another
+// certificate of that CA ("rogue"), options trusting the CA, a cache and
+// the usual headers.
+type frontProxyFixture struct {
+	proxy, rogue *keyPair
+	opts         *options
+	cache        *Cache
+	headers      authenticator.Request
+}
+
+func newFrontProxyFixture(t *testing.T) frontProxyFixture {
 	ca := newCert(t, "front-proxy-ca", nil, true, start.Add(24*time.Hour))
-	proxy := newCert(t, "front-proxy-client", ca, false, start.Add(2*time.Hour))
-	rogue := newCert(t, "rogue", ca, false, start.Add(2*time.Hour))
-	opts := &options{}
-	opts.set(ca)
-	cache := New(func() time.Time { return start })
-	headers := headerrequest.NewDynamic(fixed{"X-Remote-User"}, fixed{"X-Remote-Uid"}, fixed{"X-Remote-Group"}, fixed{"X-Remote-Extra-"})
+	f := frontProxyFixture{
+		proxy:   newCert(t, "front-proxy-client", ca, false, start.Add(2*time.Hour)),
+		rogue:   newCert(t, "rogue", ca, false, start.Add(2*time.Hour)),
+		opts:    &options{},
+		cache:   New(func() time.Time { return start }),
+		headers: headerrequest.NewDynamic(fixed{"X-Remote-User"}, fixed{"X-Remote-Uid"}, fixed{"X-Remote-Group"}, fixed{"X-Remote-Extra-"}),
+	}
+	f.opts.set(ca)
+	return f
+}
+
+func TestFrontProxy(t *testing.T) {
+	f := newFrontProxyFixture(t)
+	proxy, rogue, opts, cache, headers := f.proxy, f.rogue, f.opts, f.cache, f.headers
 	allowed := fixed{"front-proxy-client"}
 	auth := FrontProxy(cache, opts.fn(), allowed, headers)
 
@@ -215,13 +233,8 @@ var _ authenticator.Request = ClientCertificate(New(nil), nil, nil)
 // TestFrontProxyRecord: the request context says the front proxy
 // authenticated it only when FrontProxy did.
 func TestFrontProxyRecord(t *testing.T) {
-	ca := newCert(t, "front-proxy-ca", nil, true, start.Add(24*time.Hour))
-	proxy := newCert(t, "front-proxy-client", ca, false, start.Add(2*time.Hour))
-	rogue := newCert(t, "rogue", ca, false, start.Add(2*time.Hour))
-	opts := &options{}
-	opts.set(ca)
-	cache := New(func() time.Time { return start })
-	headers := headerrequest.NewDynamic(fixed{"X-Remote-User"}, fixed{"X-Remote-Uid"}, fixed{"X-Remote-Group"}, fixed{"X-Remote-Extra-"})
+	f := newFrontProxyFixture(t)
+	proxy, rogue, opts, cache, headers := f.proxy, f.rogue, f.opts, f.cache, f.headers
 	frontProxy := FrontProxy(cache, opts.fn(), fixed{"front-proxy-client"}, headers)
 	clientCert := ClientCertificate(cache, opts.fn(), x509request.CommonNameUserConversion)
 
