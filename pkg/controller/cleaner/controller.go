@@ -27,8 +27,8 @@ const (
 
 // Controller deletes expired requests. It keeps no cache: every interval
 // it lists the requests a page at a time, so that the server does not hold
-// a second copy of every stored request for a task that runs once a
-// minute.
+// a second copy of every stored request for a task that runs every few
+// minutes.
 type Controller struct {
 	client   clientset.Interface
 	clock    clock.PassiveClock
