@@ -32,10 +32,9 @@ import (
 	"context"
 
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-)
 
-// Subresources are the create paths this applies to.
-var Subresources = map[string]bool{"nodeclient": true, "selfnodeclient": true}
+	"rekey.io/rekey/pkg/issuer"
+)
 
 // Authorizer wraps the delegated authorizer.
 type Authorizer struct {
@@ -80,7 +79,7 @@ func (a *Authorizer) applies(ctx context.Context, attrs authorizer.Attributes) b
 		attrs.GetVerb() == "create" &&
 		attrs.GetAPIGroup() == a.Group &&
 		attrs.GetResource() == "certificatesigningrequests" &&
-		Subresources[attrs.GetSubresource()] &&
+		(attrs.GetSubresource() == issuer.SubresourceNodeClient || attrs.GetSubresource() == issuer.SubresourceSelfNodeClient) &&
 		attrs.GetName() != "" &&
 		a.ViaFrontProxy(ctx)
 }

@@ -22,7 +22,8 @@ import (
 // and for the errors. nil when neither is configured.
 func certificateAuthenticators(authn *genericoptions.DelegatingAuthenticationOptions, c *genericapiserver.RecommendedConfig) (authenticator.Request, error) {
 	var fast []authenticator.Request
-	if rh := c.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {
+	if frontProxyConfigured(c.Authentication) {
+		rh := c.Authentication.RequestHeaderConfig
 		headers := headerrequest.NewDynamic(rh.UsernameHeaders, rh.UIDHeaders, rh.GroupHeaders, rh.ExtraHeaderPrefixes)
 		fast = append(fast, peerverify.FrontProxy(peerverify.New(nil), rh.CAContentProvider.VerifyOptions, rh.AllowedClientNames, headers))
 	}
@@ -44,4 +45,10 @@ func certificateAuthenticators(authn *genericoptions.DelegatingAuthenticationOpt
 		return nil, nil
 	}
 	return group.NewAuthenticatedGroupAdder(authenticatorunion.New(fast...)), nil
+}
+
+// frontProxyConfigured says whether requests may come through an
+// authenticating front proxy: then FrontProxy is installed.
+func frontProxyConfigured(a genericapiserver.AuthenticationInfo) bool {
+	return a.RequestHeaderConfig != nil && a.RequestHeaderConfig.CAContentProvider != nil
 }

@@ -175,10 +175,16 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
 	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	// Every response passes through WithoutRedirects: an aggregated server
-	// must never answer 3xx. WithFrontProxyRecord lets the authorizer see
-	// which requests the front proxy authenticated (nodeclientauthz).
+	// must never answer 3xx. With a front proxy configured (the condition
+	// under which certificateAuthenticators installs peerverify.FrontProxy),
+	// WithFrontProxyRecord lets the authorizer see which requests it
+	// authenticated (nodeclientauthz); without one, nothing would record.
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
-		return peerverify.WithFrontProxyRecord(filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c)))
+		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
+		if frontProxyConfigured(c.Authentication) {
+			handler = peerverify.WithFrontProxyRecord(handler)
+		}
+		return handler
 	}
 
 	// Plugins that read CertificateAuthorities get them from storage, which
