@@ -33,14 +33,17 @@ type burstAPI struct {
 // shared bootstrap token (kubeadm's join), or each as itself (renewal).
 type burstKind struct {
 	name, description string
+	// target says the target is measured on this kind; the others
+	// are reported beside it.
+	target bool
 	// apis are rekey's, then (if measured) the native one.
 	apis []burstAPI
 }
 
 // burstSet is one kind's combined bursts, rekey's then native's.
 type burstSet struct {
-	name, description string
-	results           []result
+	kind    burstKind
+	results []result
 }
 
 // bootstrapKind: every node authenticates with the same bootstrap token
@@ -54,8 +57,10 @@ func bootstrapKind(rekey clientset.Interface, native kubernetes.Interface) burst
 	asToken := func(r *rest.Request, _ string) *rest.Request {
 		return r.UseProtobufAsDefault().Resource("certificatesigningrequests")
 	}
-	return nodeClientKind("bootstrap", "one bootstrap token shared by the nodes (system:bootstrappers), first certificate",
+	k := nodeClientKind("bootstrap", "one bootstrap token shared by the nodes (system:bootstrappers), first certificate",
 		"nodeclient", asToken, rekey, native)
+	k.target = true
+	return k
 }
 
 // renewalKind: every node authenticates as itself (system:node:<name> in

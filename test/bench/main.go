@@ -184,7 +184,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	var bursts []burstSet
 	if burst > 0 && cluster != nil {
 		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
-		var native, nativeBootstrap kubernetes.Interface
+		var native kubernetes.Interface
 		if kcm != nil {
 			pids["kube-controller-manager"] = kcm.Pid()
 			if err := allowNodeClientBootstrap(ctx, cluster.Admin); err != nil {
@@ -200,6 +200,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 				if err != nil {
 					return err
 				}
+				var nativeBootstrap kubernetes.Interface
 				if native != nil {
 					nativeBootstrap = kubernetes.NewForConfigOrDie(tokenCfg)
 				}
@@ -249,7 +250,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			}
 		}
 		for k, kind := range kinds {
-			set := burstSet{name: kind.name, description: kind.description}
+			set := burstSet{kind: kind}
 			for _, rs := range perKind[k] {
 				set.results = append(set.results, combineBursts(rs))
 			}

@@ -58,8 +58,8 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 			continue
 		}
 		first := set.results[0]
-		fmt.Fprintf(&b, "\nBurst (%s: %s), %d nodes at once through kube-apiserver, %d bursts per API, the kinds and APIs taking turns (round 1: bootstrap rekey, native, renewal rekey, native; round 2: bootstrap native, rekey, renewal native, rekey; ...); time to the last certificate, mean and each burst:\n\n",
-			set.name, set.description, first.Requested/max(1, len(first.Rounds)), len(first.Rounds))
+		fmt.Fprintf(&b, "\nBurst (%s: %s), %d nodes at once through kube-apiserver, %d bursts per API, taking turns (every kind in each round, its APIs in alternating order: rekey first, then native first, ...); time to the last certificate, mean and each burst:\n\n",
+			set.kind.name, set.kind.description, first.Requested/max(1, len(first.Rounds)), len(first.Rounds))
 		fmt.Fprintln(&b, "| API | issued | errors | last certificate after (mean) | each burst | certificates/s | CPU s: kube-apiserver | rekey-apiserver | kube-controller-manager | etcd | server CPU s / 1,000 |")
 		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range set.results {
@@ -105,10 +105,8 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 		if len(set.results) == 0 {
 			continue
 		}
-		// The target is the bootstrap burst's; the renewal burst is
-		// reported beside it.
-		label := set.name + " burst"
-		if set.name != "bootstrap" {
+		label := set.kind.name + " burst"
+		if !set.kind.target {
 			label += " (reported, not a target)"
 		}
 		burst := set.results[0]
