@@ -121,9 +121,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			requests: makeRequests(n, "agg", nil),
 			cpuPids:  []int{cluster.Rekey.Pid(), cluster.KubeAPIServer.Pid(), cluster.Etcd.Pid()}, rssPids: []int{cluster.Rekey.Pid()},
 		})
-		rekeyDirect := rest.CopyConfig(adminCfg)
-		rekeyDirect.Host = fmt.Sprintf("https://127.0.0.1:%d", cluster.RekeyPort)
-		rekeyDirect.TLSClientConfig.CAData, rekeyDirect.TLSClientConfig.CAFile = cluster.RekeyServingCA.CertPEM(), ""
+		rekeyDirect := cluster.DirectToRekey(adminCfg)
 		probes = []memoryProbe{
 			{name: "rekey-apiserver", pid: cluster.Rekey.Pid(), client: restClient(rekeyDirect)},
 			{name: "kube-apiserver", pid: cluster.KubeAPIServer.Pid(), client: restClient(adminCfg)},

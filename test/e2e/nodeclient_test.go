@@ -247,9 +247,7 @@ func delegatedReviews(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", cluster.RekeyPort)
-	cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = cluster.RekeyServingCA.CertPEM(), ""
-	body, err := kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	body, err := kubernetes.NewForConfigOrDie(cluster.DirectToRekey(cfg)).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("rekey's /metrics: %v", err)
 	}

@@ -300,6 +300,16 @@ func (c *Cluster) RestartRekeyWithEnv(env []string, extraArgs ...string) error {
 	return c.StartRekey()
 }
 
+// DirectToRekey returns a copy of cfg that reaches rekey-apiserver itself,
+// not through kube-apiserver, trusting the harness's serving CA (for what
+// only rekey answers, such as its own /metrics and /debug/pprof).
+func (c *Cluster) DirectToRekey(cfg *rest.Config) *rest.Config {
+	direct := rest.CopyConfig(cfg)
+	direct.Host = fmt.Sprintf("https://127.0.0.1:%d", c.RekeyPort)
+	direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = c.RekeyServingCA.CertPEM(), ""
+	return direct
+}
+
 // RestartRekeyWithHarnessServing stops rekey-apiserver, puts the harness's
 // serving CA back in the APIServices, and starts rekey with the harness's
 // serving certificate: after a test in which rekey served with (and kept
