@@ -86,7 +86,7 @@ verify-lint:
 update-lint:
 	hack/update-lint.sh
 
-## fuzz: run each parser fuzz target for FUZZTIME (default 30s)
+## fuzz: run each parser (and the certificate encoder) fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./pkg/apis/certificates/validation -run '^$$' -fuzz '^FuzzParseCSR$$' -fuzztime $(FUZZTIME)
@@ -96,6 +96,7 @@ fuzz:
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzVerifyQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseEKPublic$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/signing -run '^$$' -fuzz '^FuzzCreateCertificate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/attest -run '^$$' -fuzz '^FuzzParseEKCertificate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/strictpem -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 

@@ -57,10 +57,11 @@ func Issue(in Issuance, ca *x509.Certificate, caKey crypto.Signer) ([]byte, *x50
 		IsCA:                  false,
 		SubjectKeyId:          subjectKeyID(req.RawSubjectPublicKeyInfo),
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, ca, req.PublicKey, caKey)
+	der, err := createCertificate(template, ca, req.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing: %w", err)
 	}
+	// Parsing what was made is also the check that it is a certificate.
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, nil, err
