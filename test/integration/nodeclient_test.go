@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,5 +160,77 @@ func mainCreateStillReviews(t *testing.T, node clientset.Interface) {
 		if c.Type == certv1alpha1.CertificateApproved && !strings.Contains(c.Message, "SubjectAccessReview") {
 			t.Fatalf("main create approved by %q, want a review", c.Message)
 		}
+	}
+}
+
+// TestApproverTakesUpWhatWaitsWhenASignerStartsApprovingNodes: the
+// approver controller watches only the pending requests of the signers
+// that approve without a person. A node's request for a signer switched to
+// Manual waits for a person; once the signer approves nodes again, the
+// controller's informer for it lists that request and approves it (with a
+// SubjectAccessReview, as at create), and the approval write signs it.
+func TestApproverTakesUpWhatWaitsWhenASignerStartsApprovingNodes(t *testing.T) {
+	srv := framework.StartStandalone(t, t.TempDir())
+	ctx := context.Background()
+	signers := srv.Client.CertificatesV1alpha1().Signers()
+	const signerObject = "rekey.io:kube-apiserver-client-kubelet"
+	setMode := func(mode certv1alpha1.ApprovalMode) {
+		t.Helper()
+		s, err := signers.Get(ctx, signerObject, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Approval.Mode = mode
+		if _, err := signers.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
+	// Wait until the server has its Signers and keys: a node's create
+	// through selfnodeclient is signed in its write.
+	for i := 0; ; i++ {
+		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(ctx, fmt.Sprintf("ready-%d", i), nodeClientRequest(t, "", "n1"), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsServiceUnavailable(err) {
+			t.Fatal(err)
+		}
+		if err == nil && len(out.Status.Certificate) > 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatal("no selfnodeclient create was signed in its write")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	setMode(certv1alpha1.ApprovalManual)
+
+	// The create's own decision follows the Signer as the server sees it:
+	// retry until a create is stored pending under Manual.
+	var waiting *certv1alpha1.CertificateSigningRequest
+	for i := 0; waiting == nil; i++ {
+		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, nodeClientRequest(t, fmt.Sprintf("waits-%d", i), "n1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Status.Conditions) == 0 {
+			waiting = out
+		}
+		if i == 50 {
+			t.Fatal("every create was approved: the Signer stays in NodeClient mode for the server")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	setMode(certv1alpha1.ApprovalNodeClient)
+	issued := waitFor(t, srv.Client, waiting.Name, 30*time.Second, func(csr *certv1alpha1.CertificateSigningRequest) bool {
+		return len(csr.Status.Certificate) > 0
+	})
+	approved := false
+	for _, c := range issued.Status.Conditions {
+		if c.Type == certv1alpha1.CertificateApproved && c.Reason == "AutoApproved" && strings.Contains(c.Message, "selfnodeclient") {
+			approved = true
+		}
+	}
+	if !approved {
+		t.Fatalf("conditions %+v, want AutoApproved after a SubjectAccessReview of selfnodeclient", issued.Status.Conditions)
 	}
 }

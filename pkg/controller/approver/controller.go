@@ -27,7 +27,8 @@ import (
 )
 
 // Controller approves node client requests: a csrcontroller loop over
-// pending requests calling Handle.
+// the pending requests of the signers that approve without a person,
+// calling Handle.
 type Controller struct {
 	client  clientset.Interface
 	signers certlisters.SignerLister
@@ -35,6 +36,7 @@ type Controller struct {
 	clock   clock.PassiveClock
 
 	csrs         *csrcontroller.Controller
+	pending      *pendingRequests
 	signerSynced cache.InformerSynced
 
 	cluster issuer.ClusterView
@@ -50,8 +52,8 @@ func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
 
 // NewController wires the controller. authz answers SubjectAccessReviews:
 // in aggregated mode it is the delegating authorizer, which asks the host
-// cluster.
-func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer, clk clock.PassiveClock) *Controller {
+// cluster. transform (may be nil) trims the requests it caches.
+func NewController(client clientset.Interface, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer, clk clock.PassiveClock, transform cache.TransformFunc) *Controller {
 	c := &Controller{
 		client:       client,
 		signers:      signerInformer.Lister(),
@@ -59,12 +61,15 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		clock:        clk,
 		signerSynced: signerInformer.Informer().HasSynced,
 	}
-	c.csrs = csrcontroller.New("approver", csrInformer, csrutil.IsPending, c.Handle)
+	c.pending = newPendingRequests(client, transform, func(obj any) { c.csrs.Enqueue(obj) })
+	c.csrs = csrcontroller.NewFromSource("approver", c.pending.get, c.pending.list, c.signerSynced, csrutil.IsPending, c.Handle)
+	_, _ = signerInformer.Informer().AddEventHandler(c.pending.signerHandler())
 	return c
 }
 
 // Run approves until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	c.pending.run(ctx)
 	c.csrs.Run(ctx, workers, c.signerSynced)
 }
 

@@ -18,7 +18,6 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/controller/runner"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
-	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 )
 
 // Handler acts on one request. An error retries it with back-off. The
@@ -28,7 +27,8 @@ type Handler func(ctx context.Context, csr *certv1alpha1.CertificateSigningReque
 // Controller runs a Handler for every request that passes Filter.
 type Controller struct {
 	name    string
-	lister  certlisters.CertificateSigningRequestLister
+	get     func(name string) (*certv1alpha1.CertificateSigningRequest, error)
+	list    func() ([]*certv1alpha1.CertificateSigningRequest, error)
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	filter  func(*certv1alpha1.CertificateSigningRequest) bool
@@ -38,22 +38,35 @@ type Controller struct {
 // New wires a controller to the request informer. filter picks the
 // requests the handler wants to see; it is checked again before each call.
 func New(name string, informer certinformers.CertificateSigningRequestInformer, filter func(*certv1alpha1.CertificateSigningRequest) bool, handler Handler) *Controller {
-	c := &Controller{
-		name:    name,
-		lister:  informer.Lister(),
-		synced:  informer.Informer().HasSynced,
-		queue:   runner.NewQueue[string](name),
-		filter:  filter,
-		handler: handler,
-	}
+	lister := informer.Lister()
+	c := NewFromSource(name, lister.Get, func() ([]*certv1alpha1.CertificateSigningRequest, error) { return lister.List(labels.Everything()) },
+		informer.Informer().HasSynced, filter, handler)
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		AddFunc:    c.Enqueue,
+		UpdateFunc: func(_, obj any) { c.Enqueue(obj) },
 	})
 	return c
 }
 
-func (c *Controller) enqueue(obj any) {
+// NewFromSource is New for requests that do not come from one informer:
+// get and list read them wherever they are cached (get returns a NotFound
+// error for a request that is not), and the caller feeds Enqueue.
+func NewFromSource(name string, get func(name string) (*certv1alpha1.CertificateSigningRequest, error),
+	list func() ([]*certv1alpha1.CertificateSigningRequest, error), synced cache.InformerSynced,
+	filter func(*certv1alpha1.CertificateSigningRequest) bool, handler Handler) *Controller {
+	return &Controller{
+		name:    name,
+		get:     get,
+		list:    list,
+		synced:  synced,
+		queue:   runner.NewQueue[string](name),
+		filter:  filter,
+		handler: handler,
+	}
+}
+
+// Enqueue queues a request (an informer's object) if it passes the filter.
+func (c *Controller) Enqueue(obj any) {
 	if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok && c.filter(csr) {
 		c.queue.Add(csr.Name)
 	}
@@ -63,7 +76,7 @@ func (c *Controller) enqueue(obj any) {
 // match: for when something a request waits on (its Signer, its CA)
 // changed.
 func (c *Controller) EnqueueMatching(match func(*certv1alpha1.CertificateSigningRequest) bool) {
-	csrs, err := c.lister.List(labels.Everything())
+	csrs, err := c.list()
 	if err != nil {
 		return
 	}
@@ -79,7 +92,7 @@ func (c *Controller) EnqueueMatching(match func(*certv1alpha1.CertificateSigning
 func (c *Controller) Run(ctx context.Context, workers int, extraSynced ...cache.InformerSynced) {
 	synced := append([]cache.InformerSynced{c.synced}, extraSynced...)
 	runner.Run(ctx, c.name, c.queue, synced, workers, func(ctx context.Context, name string) (time.Duration, error) {
-		csr, err := c.lister.Get(name)
+		csr, err := c.get(name)
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}

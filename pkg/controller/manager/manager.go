@@ -146,10 +146,11 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	opts := m.opts
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute)
 	// Each request controller watches only the requests it acts on (field
-	// selector "state"): a request issued in the write that approved it
-	// passes through the approver's cache briefly and never enters the
-	// signer's, and no controller keeps the finished ones.
-	pendingFactory := csrFactory(client, certv1alpha1.StatePending)
+	// selectors): the approver the pending requests of the signers that
+	// approve without a person, the signer the approved ones without a
+	// certificate. A request issued in the write that approved it never
+	// enters the signer's cache, a Manual signer's request never the
+	// approver's, and no controller keeps the finished ones.
 	approvedFactory := csrFactory(client, certv1alpha1.StateApproved)
 	clk := clock.RealClock{}
 	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
@@ -159,7 +160,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
 	caController := certificateauthority.NewController(client, caInformer, authorities, recorder, clk)
 	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, authorities, recorder, clk)
-	approverController := approver.NewController(client, pendingFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, opts.Authorizer, clk)
+	approverController := approver.NewController(client, signerInformer, opts.Authorizer, clk, TrimForCache)
 	cleanerController := cleaner.NewController(client, clk, opts.CleanerInterval)
 
 	var publisherController *publisher.Controller
@@ -195,7 +196,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	credential.RegisterMetrics()
 	credentialController := credential.NewController(client, kubeClient, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
 
-	for _, f := range []informers.SharedInformerFactory{factory, pendingFactory, approvedFactory} {
+	for _, f := range []informers.SharedInformerFactory{factory, approvedFactory} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
@@ -234,7 +235,8 @@ func csrFactory(client clientset.Interface, state string) informers.SharedInform
 // TrimForCache drops what no controller reads from the objects the
 // controllers cache: managed fields, often the larger part of a small
 // object. (Which requests are cached at all is the field selector's job:
-// only those a controller acts on, see csrFactory.)
+// only those a controller acts on, see csrFactory and the approver's
+// informers.)
 func TrimForCache(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
