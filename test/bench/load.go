@@ -39,7 +39,7 @@ type result struct {
 	Rounds     []float64 // throughput of each round
 	// Requested is how many requests were made (the burst).
 	Requested int
-	// CPUByProcess is CPU seconds spent by each process (the burst).
+	// CPUByProcess is CPU seconds spent by each server process.
 	CPUByProcess map[string]float64
 }
 
@@ -53,26 +53,49 @@ type memoryResult struct {
 
 // scenario is one API under load, measured over its rounds.
 type scenario struct {
-	name, prefix     string
-	tgt              target
-	requests         [][]byte
-	cpuPids, rssPids []int
+	name, prefix string
+	tgt          target
+	requests     [][]byte
+	// cpuProcs are the processes whose CPU counts, by name.
+	cpuProcs []namedProc
+	rssPids  []int
 
 	issued, errs int
 	lat          []time.Duration
 	elapsed      time.Duration
 	cpu, peakRSS float64
+	cpuByProcess map[string]float64
 	rounds       []float64
+}
+
+// namedProc is a server process, as the report names it.
+type namedProc struct {
+	name string
+	pid  int
+}
+
+func cpuOf(procs []namedProc) map[string]float64 {
+	out := make(map[string]float64, len(procs))
+	for _, p := range procs {
+		out[p.name] = cpuSeconds(p.pid)
+	}
+	return out
 }
 
 // runRound issues the round's share of the scenario's requests.
 func (s *scenario) runRound(ctx context.Context, round, rounds, requesters, approvers int) {
 	lo, hi := round*len(s.requests)/rounds, (round+1)*len(s.requests)/rounds
-	cpu0 := totalCPU(s.cpuPids)
+	cpu0 := cpuOf(s.cpuProcs)
 	smp := startSampler(s.rssPids)
 	issued, errs, lat, elapsed := drive(ctx, s.tgt, s.requests[lo:hi], fmt.Sprintf("%s-r%d", s.prefix, round), requesters, approvers, 60*time.Second)
 	s.peakRSS = max(s.peakRSS, smp.Stop())
-	s.cpu += totalCPU(s.cpuPids) - cpu0
+	if s.cpuByProcess == nil {
+		s.cpuByProcess = map[string]float64{}
+	}
+	for name, v := range cpuOf(s.cpuProcs) {
+		s.cpuByProcess[name] += v - cpu0[name]
+		s.cpu += v - cpu0[name]
+	}
 	s.issued += issued
 	s.errs += errs
 	s.lat = append(s.lat, lat...)
@@ -87,7 +110,7 @@ func (s *scenario) result() result {
 	if s.issued > 0 {
 		r.CPUPer1000 = s.cpu / float64(s.issued) * 1000
 	}
-	r.PeakRSSMiB, r.Rounds = s.peakRSS, s.rounds
+	r.PeakRSSMiB, r.Rounds, r.CPUByProcess = s.peakRSS, s.rounds, s.cpuByProcess
 	return r
 }
 

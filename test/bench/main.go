@@ -93,7 +93,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	scenarios := []*scenario{{
 		name: "rekey standalone (direct)", prefix: "direct",
 		tgt:      &rekeyTarget{client: directClient, signerName: "rekey.io/kube-apiserver-client", usages: rekeyUsages},
-		requests: makeRequests(n, "direct", nil), cpuPids: []int{s.Pid()}, rssPids: []int{s.Pid()},
+		requests: makeRequests(n, "direct", nil), cpuProcs: []namedProc{{"rekey-apiserver", s.Pid()}}, rssPids: []int{s.Pid()},
 	}}
 
 	var cluster *framework.Cluster
@@ -119,7 +119,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			name: "rekey aggregated", prefix: "agg",
 			tgt:      &rekeyTarget{client: clientset.NewForConfigOrDie(adminCfg), signerName: "rekey.io/kube-apiserver-client", usages: rekeyUsages},
 			requests: makeRequests(n, "agg", nil),
-			cpuPids:  []int{cluster.Rekey.Pid(), cluster.KubeAPIServer.Pid(), cluster.Etcd.Pid()}, rssPids: []int{cluster.Rekey.Pid()},
+			cpuProcs: []namedProc{{"rekey-apiserver", cluster.Rekey.Pid()}, {"kube-apiserver", cluster.KubeAPIServer.Pid()}, {"etcd", cluster.Etcd.Pid()}}, rssPids: []int{cluster.Rekey.Pid()},
 		})
 		rekeyDirect := cluster.DirectToRekey(adminCfg)
 		probes = []memoryProbe{
@@ -136,7 +136,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 				name: "native (kube-apiserver + kube-controller-manager)", prefix: "native",
 				tgt:      &nativeTarget{client: kubernetes.NewForConfigOrDie(adminCfg), signerName: "kubernetes.io/kube-apiserver-client"},
 				requests: makeRequests(n, "native", nil),
-				cpuPids:  []int{cluster.KubeAPIServer.Pid(), kcm.Pid(), cluster.Etcd.Pid()}, rssPids: []int{cluster.KubeAPIServer.Pid()},
+				cpuProcs: []namedProc{{"kube-apiserver", cluster.KubeAPIServer.Pid()}, {"kube-controller-manager", kcm.Pid()}, {"etcd", cluster.Etcd.Pid()}}, rssPids: []int{cluster.KubeAPIServer.Pid()},
 			})
 		}
 	}

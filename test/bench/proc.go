@@ -89,11 +89,3 @@ func (s *sampler) Stop() float64 {
 	s.wg.Wait()
 	return s.peak
 }
-
-func totalCPU(pids []int) float64 {
-	var sum float64
-	for _, p := range pids {
-		sum += cpuSeconds(p)
-	}
-	return sum
-}

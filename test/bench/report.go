@@ -40,6 +40,21 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 				float64(r.P50)/float64(native.P50), float64(r.P99)/float64(native.P99), r.CPUPer1000/native.CPUPer1000)
 		}
 	}
+	fmt.Fprint(&b, "\nServer CPU seconds per 1,000 issuances, by process (standalone: rekey-apiserver with its embedded etcd):\n\n")
+	fmt.Fprintln(&b, "| scenario | rekey-apiserver | kube-apiserver | kube-controller-manager | etcd | total |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
+	for _, r := range results {
+		if r.Issued == 0 {
+			continue
+		}
+		cpu := func(name string) string {
+			if v, ok := r.CPUByProcess[name]; ok {
+				return fmt.Sprintf("%.2f", v/float64(r.Issued)*1000)
+			}
+			return "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f |\n", r.Name, cpu("rekey-apiserver"), cpu("kube-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), r.CPUPer1000)
+	}
 	var rekeyRSS, kubeRSS float64
 	if mem != nil {
 		per := func(v float64) float64 { return v * 10000 / float64(mem.Stored) }
