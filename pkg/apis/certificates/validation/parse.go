@@ -25,8 +25,15 @@ const CertificateRequestPEMType = "CERTIFICATE REQUEST"
 // followed by the attestation provider and data blocks of a TPM-attested
 // request. Nothing but whitespace may surround the blocks. The size is
 // checked first.
+//
+// A request that passes is kept for ParseStoredCSR: admission and the
+// decision that follow validation in the same create read it from there.
 func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
-	return parseCSR(data, true)
+	csr, err := parseCSR(data, true)
+	if err == nil {
+		keepParsed(data, csr)
+	}
+	return csr, err
 }
 
 func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
@@ -82,16 +89,26 @@ func ParseStoredCSR(data []byte) (*x509.CertificateRequest, error) {
 	if len(data) > maxCachedCSRBytes {
 		return parseCSR(data, false)
 	}
-	slot := &storedCSRs[maphash.Bytes(storedCSRSeed, data)%uint64(len(storedCSRs))]
-	if e := slot.Load(); e != nil && bytes.Equal(e.raw, data) {
+	if e := storedSlot(data).Load(); e != nil && bytes.Equal(e.raw, data) {
 		return e.csr, nil
 	}
 	csr, err := parseCSR(data, false)
 	if err != nil {
 		return nil, err
 	}
-	slot.Store(&parsedCSR{raw: bytes.Clone(data), csr: csr})
+	keepParsed(data, csr)
 	return csr, nil
+}
+
+func storedSlot(data []byte) *atomic.Pointer[parsedCSR] {
+	return &storedCSRs[maphash.Bytes(storedCSRSeed, data)%uint64(len(storedCSRs))]
+}
+
+// keepParsed caches what data parses to, for ParseStoredCSR.
+func keepParsed(data []byte, csr *x509.CertificateRequest) {
+	if len(data) <= maxCachedCSRBytes {
+		storedSlot(data).Store(&parsedCSR{raw: bytes.Clone(data), csr: csr})
+	}
 }
 
 // parsedCSR is a cache entry: the exact bytes, and what they parse to.

@@ -71,3 +71,21 @@ func TestParseStoredCSRCache(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestParseCSRKeepsWhatPassedForParseStoredCSR: the create's validation
+// parses and verifies the request; admission and the decision after it
+// read that result instead of parsing the request again.
+func TestParseCSRKeepsWhatPassedForParseStoredCSR(t *testing.T) {
+	data := fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "kept"})
+	validated, err := ParseCSR(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := ParseStoredCSR(bytes.Clone(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored != validated {
+		t.Fatal("ParseStoredCSR parsed again what ParseCSR had just parsed")
+	}
+}
