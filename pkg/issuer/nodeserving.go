@@ -254,12 +254,26 @@ func (v *ListerClusterView) Reserved(ip net.IP) (string, bool, error) {
 	return "", false, nil
 }
 
+// AutoApproves says whether AutoApprove decides the requests of signer
+// (its mode approves without a person): the approver controller watches
+// the pending requests of these signers only.
+func AutoApproves(signer *certv1alpha1.Signer) bool {
+	switch signer.Spec.Approval.Mode {
+	case certv1alpha1.ApprovalNodeClient, certv1alpha1.ApprovalNodeServing:
+		return true
+	}
+	return false
+}
+
 // AutoApprove decides a request for a signer that approves without a
-// person: NodeClient by a SubjectAccessReview, NodeServing against the
+// person (AutoApproves): NodeClient by a SubjectAccessReview, NodeServing against the
 // Node. A nil decision leaves it to a person; for NodeServing the error is
 // then a *NodeServingRefusal saying why. Any other error means the
 // decision could not be made now.
 func AutoApprove(ctx context.Context, authz authorizer.Authorizer, cluster ClusterView, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) (*Decision, error) {
+	if !AutoApproves(signer) {
+		return nil, nil
+	}
 	switch signer.Spec.Approval.Mode {
 	case certv1alpha1.ApprovalNodeClient:
 		return AutoApproveNodeClient(ctx, authz, signer, csr)

@@ -14,21 +14,11 @@ import (
 	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/issuer"
 )
 
-// approvesWithoutPerson: the modes whose pending requests the controller
-// decides (issuer.AutoApprove); every other signer's requests wait for a
-// person and are no business of the controller's.
-func approvesWithoutPerson(s *certv1alpha1.Signer) bool {
-	switch s.Spec.Approval.Mode {
-	case certv1alpha1.ApprovalNodeClient, certv1alpha1.ApprovalNodeServing:
-		return true
-	}
-	return false
-}
-
 // pendingRequests caches the pending requests of the signers that approve
-// without a person, one informer per such signer (field selector
+// without a person (issuer.AutoApproves), one informer per such signer (field selector
 // state=Pending,spec.signerName=NAME): the requests of Manual signers are
 // never sent to the controller nor kept by it, however many wait for a
 // person. A signer that starts approving without a person gets its
@@ -75,7 +65,7 @@ func (p *pendingRequests) signerChanged(obj any) {
 	if !ok {
 		return
 	}
-	if approvesWithoutPerson(s) {
+	if issuer.AutoApproves(s) {
 		p.watch(s.Spec.SignerName)
 	} else {
 		p.unwatch(s.Spec.SignerName)
