@@ -63,7 +63,7 @@ type scenario struct {
 	issued, errs int
 	lat          []time.Duration
 	elapsed      time.Duration
-	cpu, peakRSS float64
+	peakRSS      float64
 	cpuByProcess map[string]float64
 	rounds       []float64
 }
@@ -94,7 +94,6 @@ func (s *scenario) runRound(ctx context.Context, round, rounds, requesters, appr
 	}
 	for name, v := range cpuOf(s.cpuProcs) {
 		s.cpuByProcess[name] += v - cpu0[name]
-		s.cpu += v - cpu0[name]
 	}
 	s.issued += issued
 	s.errs += errs
@@ -108,7 +107,11 @@ func (s *scenario) runRound(ctx context.Context, round, rounds, requesters, appr
 func (s *scenario) result() result {
 	r := summarize(s.name, s.issued, s.errs, s.lat, s.elapsed)
 	if s.issued > 0 {
-		r.CPUPer1000 = s.cpu / float64(s.issued) * 1000
+		var cpu float64
+		for _, v := range s.cpuByProcess {
+			cpu += v
+		}
+		r.CPUPer1000 = cpu / float64(s.issued) * 1000
 	}
 	r.PeakRSSMiB, r.Rounds, r.CPUByProcess = s.peakRSS, s.rounds, s.cpuByProcess
 	return r
