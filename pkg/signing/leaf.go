@@ -277,13 +277,8 @@ func marshalKeyUsage(ku x509.KeyUsage) ([]byte, error) {
 	if b[1] == 0 {
 		b = b[:1]
 	}
-	length := 8 * len(b)
-	if last := b[len(b)-1]; last != 0 {
-		length -= bits.TrailingZeros8(last)
-	} else {
-		length = 0
-	}
-	return asn1.Marshal(asn1.BitString{Bytes: b, BitLength: length})
+	// ku is not 0 (the caller checks), so the last byte kept is not.
+	return asn1.Marshal(asn1.BitString{Bytes: b, BitLength: 8*len(b) - bits.TrailingZeros8(b[len(b)-1])})
 }
 
 // General name tags (RFC 5280, 4.2.1.6).
