@@ -33,6 +33,9 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 	}
 	signers := factory.Certificates().V1alpha1().Signers()
 	cas := factory.Rotation().V1alpha1().CertificateAuthorities()
+	// Looked up once: Synced runs on every synchronous decision, and each
+	// Informer() call is a locked map lookup and an allocation.
+	signersInformer, casInformer := signers.Informer(), cas.Informer()
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix
 	sync := &issuer.Synchronous{
 		Signing: &issuer.Signing{
@@ -41,7 +44,7 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 			Clock:       c.ExtraConfig.Clock,
 		},
 		Signers:    signers.Lister(),
-		Synced:     func() bool { return signers.Informer().HasSynced() && cas.Informer().HasSynced() },
+		Synced:     func() bool { return signersInformer.HasSynced() && casInformer.HasSynced() },
 		Authorizer: c.GenericConfig.Authorization.Authorizer,
 	}
 	if c.ExtraConfig.KubeConfig != nil {

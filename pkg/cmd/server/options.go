@@ -54,6 +54,7 @@ type Options struct {
 	KeyStores         *KeyStoreOptions
 	AuthorizationRate *AuthorizationRateOptions
 	ServingCA         *ServingCAOptions
+	InFlight          *InFlightOptions
 }
 
 func init() {
@@ -81,6 +82,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 		KeyStores:         NewKeyStoreOptions(),
 		AuthorizationRate: NewAuthorizationRateOptions(),
 		ServingCA:         NewServingCAOptions(),
+		InFlight:          NewInFlightOptions(),
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
@@ -93,6 +95,15 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	ro.SecureServing.BindPort = DefaultSecurePort
 	// Profiling handlers are off unless asked for (--profiling).
 	ro.Features.EnableProfiling = false
+	// API priority and fairness is off unless asked for
+	// (--enable-priority-and-fairness): every request the aggregation layer
+	// forwards was already classified, queued and counted by kube-apiserver's
+	// priority and fairness, under the same FlowSchemas and for the same
+	// user; a second pass here costs CPU on every request (about 2.5% of
+	// rekey's) and needs a cluster-wide permission to patch FlowSchema and
+	// PriorityLevelConfiguration status. Without it, --max-requests-inflight
+	// and --max-mutating-requests-inflight bound what rekey serves at once.
+	ro.Features.EnablePriorityAndFairness = false
 	rekeyadmission.RegisterAll(ro.Admission.Plugins)
 	ro.Admission.RecommendedPluginOrder = append(ro.Admission.RecommendedPluginOrder, rekeyadmission.PluginNames...)
 	return o
@@ -121,6 +132,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.KeyStores.AddFlags(ctrl)
 	generic := fss.FlagSet("generic")
 	o.AuthorizationRate.AddFlags(generic)
+	o.InFlight.AddFlags(generic)
 	o.ServingCA.AddFlags(generic)
 	o.RecommendedOptions.AddFlags(generic)
 	utilfeature.DefaultMutableFeatureGate.AddFlag(generic)
@@ -153,6 +165,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.KeyStores.Validate()...)
 	errs = append(errs, o.AuthorizationRate.Validate()...)
 	errs = append(errs, o.ServingCA.Validate()...)
+	errs = append(errs, o.InFlight.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -192,6 +205,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cas, creds := &rekeyinit.LateGetter{}, &rekeyinit.LateCredentialGetter{}
 	initializer := rekeyinit.Initializer{CertificateAuthorities: cas, RotatingCredentials: creds}
 	o.AuthorizationRate.ApplyTo(ro, initializer)
+	// Before ro.ApplyTo: with --enable-priority-and-fairness, it sizes the
+	// priority levels from these limits.
+	o.InFlight.ApplyTo(&genericConfig.Config)
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}

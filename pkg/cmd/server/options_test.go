@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/features"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"rekey.io/rekey/pkg/apiserver"
@@ -171,6 +172,46 @@ func TestHelpShowsTheRealFeatureDefault(t *testing.T) {
 	if !strings.Contains(usage, "WatchListCompression=true|false (BETA - default=false)") {
 		t.Fatalf("--feature-gates help does not show the default false:\n%s", usage)
 	}
+}
+
+// TestPriorityAndFairnessIsOffUnlessAskedFor: behind the aggregation layer
+// kube-apiserver's priority and fairness has already admitted the request;
+// the flag still turns rekey's own on.
+func TestPriorityAndFairnessIsOffUnlessAskedFor(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	if o.RecommendedOptions.Features.EnablePriorityAndFairness {
+		t.Fatal("priority and fairness is on by default")
+	}
+	fss := o.Flags()
+	fs := fss.FlagSet("generic")
+	if got := fs.Lookup("enable-priority-and-fairness").DefValue; got != "false" {
+		t.Fatalf("--enable-priority-and-fairness help shows default %s, want false", got)
+	}
+	if err := fs.Parse([]string{"--enable-priority-and-fairness=true"}); err != nil {
+		t.Fatal(err)
+	}
+	if !o.RecommendedOptions.Features.EnablePriorityAndFairness {
+		t.Fatal("--enable-priority-and-fairness=true did not turn it on")
+	}
+}
+
+func TestInFlightOptions(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	if o.InFlight.MaxRequestsInFlight != 400 || o.InFlight.MaxMutatingRequestsInFlight != 200 {
+		t.Fatalf("defaults %+v, want kube-apiserver's 400 and 200", *o.InFlight)
+	}
+	fss := o.Flags()
+	if err := fss.FlagSet("generic").Parse([]string{"--max-requests-inflight=7", "--max-mutating-requests-inflight=3"}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, o.InFlight.Validate(), "")
+	var c genericapiserver.Config
+	o.InFlight.ApplyTo(&c)
+	if c.MaxRequestsInFlight != 7 || c.MaxMutatingRequestsInFlight != 3 {
+		t.Fatalf("applied %d and %d, want 7 and 3", c.MaxRequestsInFlight, c.MaxMutatingRequestsInFlight)
+	}
+	o.InFlight.MaxMutatingRequestsInFlight = -1
+	check(t, o.InFlight.Validate(), "--max-mutating-requests-inflight must not be negative")
 }
 
 func TestServingCAOptionsValidate(t *testing.T) {
