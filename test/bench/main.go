@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&memProfileDir, "memprofiles", "", "save the heap profiles taken for the memory comparison (rekey-apiserver and kube-apiserver, before and after) in this directory")
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
 	flag.StringVar(&aggProfilePrefix, "aggregated-cpuprofile", "", "write 10s CPU profiles of the aggregated rekey-apiserver and of kube-apiserver, taken during the first aggregated round, to <prefix>-rekey.pprof and <prefix>-kube-apiserver.pprof")
-	rounds := flag.Int("rounds", 3, "rounds the scenarios take turns in")
+	rounds := flag.Int("rounds", 10, "rounds the scenarios take turns in (each round starts with the next scenario)")
 	flag.IntVar(&burstRounds, "burst-rounds", 2, "bursts per API, taking turns in alternating order")
 	flag.StringVar(&burstKinds, "burst-kinds", "bootstrap,renewal", "which bursts: bootstrap (one shared bootstrap token, nodeclient), renewal (each node as itself, selfnodeclient)")
 	flag.Parse()
@@ -151,7 +151,11 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		go profileCPU(ctx, directClient.Discovery().RESTClient(), profileFile)
 	}
 	for r := 0; r < rounds && n > 0; r++ {
-		for _, sc := range scenarios {
+		// Each round starts one scenario later than the one before, so
+		// that no scenario always follows the same one (and inherits its
+		// leftovers: collections, compactions).
+		for i := range scenarios {
+			sc := scenarios[(r+i)%len(scenarios)]
 			if aggProfilePrefix != "" && r == 0 && sc.prefix == "agg" && len(probes) == 2 {
 				go profileCPU(ctx, probes[0].client, aggProfilePrefix+"-rekey.pprof")
 				go profileCPU(ctx, probes[1].client, aggProfilePrefix+"-kube-apiserver.pprof")
