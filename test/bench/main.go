@@ -151,11 +151,8 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		go profileCPU(ctx, directClient.Discovery().RESTClient(), profileFile)
 	}
 	for r := 0; r < rounds && n > 0; r++ {
-		// Each round starts one scenario later than the one before, so
-		// that no scenario always follows the same one (and inherits its
-		// leftovers: collections, compactions).
 		for i := range scenarios {
-			sc := scenarios[(r+i)%len(scenarios)]
+			sc := scenarios[turn(r, i, len(scenarios))]
 			if aggProfilePrefix != "" && r == 0 && sc.prefix == "agg" && len(probes) == 2 {
 				go profileCPU(ctx, probes[0].client, aggProfilePrefix+"-rekey.pprof")
 				go profileCPU(ctx, probes[1].client, aggProfilePrefix+"-kube-apiserver.pprof")
@@ -385,4 +382,16 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d cores (%s), %s memory, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// turn is the scenario that goes i-th in round r of n scenarios: each round
+// starts one scenario later than the one before, and every other round
+// goes backwards, so that over 2n rounds every scenario goes before and
+// after every other (three scenarios: all six orders in six rounds) and
+// none always inherits the same one's leftovers (collections, compactions).
+func turn(r, i, n int) int {
+	if r%2 == 1 {
+		return (r + n - 1 - i) % n
+	}
+	return (r + i) % n
 }
