@@ -99,7 +99,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 	// (--enable-priority-and-fairness): every request the aggregation layer
 	// forwards was already classified, queued and counted by kube-apiserver's
 	// priority and fairness, under the same FlowSchemas and for the same
-	// user; a second pass here costs CPU on every request (about 2.5% of
+	// user; a second pass here costs CPU on every request (about 2.6% of
 	// rekey's) and needs a cluster-wide permission to patch FlowSchema and
 	// PriorityLevelConfiguration status. Without it, --max-requests-inflight
 	// and --max-mutating-requests-inflight bound what rekey serves at once.
