@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&memProfileDir, "memprofiles", "", "save the heap profiles taken for the memory comparison (rekey-apiserver and kube-apiserver, before and after) in this directory")
 	flag.StringVar(&heapFile, "heapprofile", "", "write a heap profile of the standalone server, taken after the direct scenario, here")
 	flag.StringVar(&aggProfilePrefix, "aggregated-cpuprofile", "", "write 10s CPU profiles of the aggregated rekey-apiserver and of kube-apiserver, taken during the first aggregated round, to <prefix>-rekey.pprof and <prefix>-kube-apiserver.pprof")
-	rounds := flag.Int("rounds", 10, "rounds the scenarios take turns in (each round starts with the next scenario)")
+	rounds := flag.Int("rounds", 10, "rounds the scenarios take turns in (each round starts one scenario later, and every other round goes backwards)")
 	flag.IntVar(&burstRounds, "burst-rounds", 2, "bursts per API, taking turns in alternating order")
 	flag.StringVar(&burstKinds, "burst-kinds", "bootstrap,renewal", "which bursts: bootstrap (one shared bootstrap token, nodeclient), renewal (each node as itself, selfnodeclient)")
 	flag.Parse()
