@@ -55,6 +55,7 @@ type Options struct {
 	AuthorizationRate *AuthorizationRateOptions
 	ServingCA         *ServingCAOptions
 	InFlight          *InFlightOptions
+	GC                *GCOptions
 }
 
 func init() {
@@ -83,6 +84,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 		AuthorizationRate: NewAuthorizationRateOptions(),
 		ServingCA:         NewServingCAOptions(),
 		InFlight:          NewInFlightOptions(),
+		GC:                NewGCOptions(),
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
@@ -133,6 +135,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic := fss.FlagSet("generic")
 	o.AuthorizationRate.AddFlags(generic)
 	o.InFlight.AddFlags(generic)
+	o.GC.AddFlags(generic)
 	o.ServingCA.AddFlags(generic)
 	o.RecommendedOptions.AddFlags(generic)
 	utilfeature.DefaultMutableFeatureGate.AddFlag(generic)
@@ -166,6 +169,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.AuthorizationRate.Validate()...)
 	errs = append(errs, o.ServingCA.Validate()...)
 	errs = append(errs, o.InFlight.Validate()...)
+	errs = append(errs, o.GC.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -251,6 +255,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 // (standalone) starts first, so that the clients the configuration makes
 // find it.
 func (o *Options) Run(ctx context.Context) error {
+	if err := o.GC.Start(ctx); err != nil {
+		return err
+	}
 	embedded, err := o.EmbeddedEtcd.Start(ctx)
 	if err != nil {
 		return err

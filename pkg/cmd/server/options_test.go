@@ -214,6 +214,33 @@ func TestInFlightOptions(t *testing.T) {
 	check(t, o.InFlight.Validate(), "--max-mutating-requests-inflight must not be negative")
 }
 
+func TestGCOptions(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	if got, err := o.GC.floorBytes(); err != nil || got != 0 {
+		t.Fatalf("default floor %d (%v), want none", got, err)
+	}
+	fss := o.Flags()
+	if err := fss.FlagSet("generic").Parse([]string{"--gc-heap-floor=1Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, o.GC.Validate(), "")
+	if got, _ := o.GC.floorBytes(); got != 1<<30 {
+		t.Fatalf("--gc-heap-floor=1Gi gave %d bytes", got)
+	}
+	for value, want := range map[string]string{
+		"0":     "",
+		"300M":  "",
+		"-1Mi":  "must not be negative",
+		"lots":  "--gc-heap-floor \"lots\"",
+		"0.5":   "not a whole number of bytes",
+		"":      "--gc-heap-floor",
+		"1e100": "not a whole number of bytes",
+	} {
+		o.GC.HeapFloor = value
+		check(t, o.GC.Validate(), want)
+	}
+}
+
 func TestServingCAOptionsValidate(t *testing.T) {
 	for name, tc := range map[string]struct {
 		mutate func(*ServingCAOptions)
