@@ -87,8 +87,13 @@ func SWTPMCertPools(t testing.TB) (roots, intermediates *x509.CertPool) {
 }
 
 // SWTPMRoots returns the PEM of the swtpm local CA's root and intermediate.
+// swtpm_setup creates that CA the first time it certifies an EK, so on a
+// fresh host one TPM is manufactured first when the CA is not there yet
+// (a test that reads the roots before any test started an swtpm once
+// failed on a fresh machine).
 func SWTPMRoots(t testing.TB) (root, intermediate []byte) {
 	t.Helper()
+	ensureSWTPMLocalCA(t)
 	var err error
 	if root, err = os.ReadFile(filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")); err != nil {
 		t.Fatal(fmt.Errorf("the swtpm local CA: %w", err))
@@ -164,4 +169,16 @@ func ProvisionECCEKCertificate(t testing.TB, addr string) []byte {
 		}
 	}
 	return ca.CertPEM()
+}
+
+// ensureSWTPMLocalCA makes swtpm_setup create the host's local CA, by
+// manufacturing a throwaway TPM, when its root certificate is missing.
+func ensureSWTPMLocalCA(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")); err == nil {
+		return
+	}
+	if out, err := exec.Command("swtpm_setup", "--tpm2", "--tpmstate", t.TempDir(), "--create-ek-cert").CombinedOutput(); err != nil {
+		t.Fatalf("swtpm_setup (to create the swtpm local CA): %v\n%s", err, out)
+	}
 }
