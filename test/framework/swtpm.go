@@ -26,6 +26,9 @@ import (
 // that sign every swtpm's EK certificate on this host.
 const SWTPMLocalCA = "/var/lib/swtpm-localca"
 
+// swtpmLocalCARoot is the local CA's root certificate.
+var swtpmLocalCARoot = filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")
+
 // StartSWTPM manufactures a TPM 2.0 with EK certificates (signed by the
 // host's swtpm local CA) in a temporary directory, serves its raw command
 // port on loopback, and returns its address as tcp://127.0.0.1:PORT. The
@@ -33,9 +36,7 @@ const SWTPMLocalCA = "/var/lib/swtpm-localca"
 func StartSWTPM(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := exec.Command("swtpm_setup", "--tpm2", "--tpmstate", dir, "--create-ek-cert", "--create-platform-cert", "--lock-nvram").CombinedOutput(); err != nil {
-		t.Fatalf("swtpm_setup: %v\n%s", err, out)
-	}
+	manufactureSWTPM(t, dir)
 	ports, err := FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func SWTPMRoots(t testing.TB) (root, intermediate []byte) {
 	t.Helper()
 	ensureSWTPMLocalCA(t)
 	var err error
-	if root, err = os.ReadFile(filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")); err != nil {
+	if root, err = os.ReadFile(swtpmLocalCARoot); err != nil {
 		t.Fatal(fmt.Errorf("the swtpm local CA: %w", err))
 	}
 	if intermediate, err = os.ReadFile(filepath.Join(SWTPMLocalCA, "issuercert.pem")); err != nil {
@@ -171,14 +172,22 @@ func ProvisionECCEKCertificate(t testing.TB, addr string) []byte {
 	return ca.CertPEM()
 }
 
-// ensureSWTPMLocalCA makes swtpm_setup create the host's local CA, by
-// manufacturing a throwaway TPM, when its root certificate is missing.
+// manufactureSWTPM writes a TPM 2.0's state to dir with EK and platform
+// certificates signed by the host's swtpm local CA (which swtpm_setup
+// creates the first time).
+func manufactureSWTPM(t testing.TB, dir string) {
+	t.Helper()
+	if out, err := exec.Command("swtpm_setup", "--tpm2", "--tpmstate", dir, "--create-ek-cert", "--create-platform-cert", "--lock-nvram").CombinedOutput(); err != nil {
+		t.Fatalf("swtpm_setup: %v\n%s", err, out)
+	}
+}
+
+// ensureSWTPMLocalCA manufactures a throwaway TPM when the host's swtpm
+// local CA has no root certificate yet, so that swtpm_setup creates it.
 func ensureSWTPMLocalCA(t testing.TB) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(SWTPMLocalCA, "swtpm-localca-rootca-cert.pem")); err == nil {
+	if _, err := os.Stat(swtpmLocalCARoot); err == nil {
 		return
 	}
-	if out, err := exec.Command("swtpm_setup", "--tpm2", "--tpmstate", t.TempDir(), "--create-ek-cert").CombinedOutput(); err != nil {
-		t.Fatalf("swtpm_setup (to create the swtpm local CA): %v\n%s", err, out)
-	}
+	manufactureSWTPM(t, t.TempDir())
 }
