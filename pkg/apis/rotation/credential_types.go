@@ -2,6 +2,7 @@ package rotation
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -146,6 +147,21 @@ type RotatingCredentialStatus struct {
 	// completionRequestedTime is when /rotate Complete asked to end the
 	// grace period now.
 	CompletionRequestedTime *metav1.Time
+	// rotationRequestedGeneration is the credentialGeneration /rotate Start
+	// asked to replace (stamped by the server from status); the request is
+	// served once a later generation is minted.
+	RotationRequestedGeneration int64
+	// completionRequestedGeneration is the credentialGeneration whose grace
+	// period /rotate Complete asked to end (stamped by the server); it ends
+	// that grace period only, never a later one.
+	CompletionRequestedGeneration int64
+	// secretUID is the UID of the Secret rekey created for this credential:
+	// rekey writes only into the Secret with this UID.
+	SecretUID types.UID
+	// secretClaim is the hex SHA-256 of a random value rekey put on a
+	// Secret it was creating, recorded before the create: it proves a
+	// Secret rekey created but did not record yet (a crash in between).
+	SecretClaim string
 	// conditions: Ready and Degraded.
 	Conditions []metav1.Condition
 }

@@ -5155,6 +5155,34 @@ func schema_pkg_apis_rotation_v1alpha1_RotatingCredentialStatus(ref common.Refer
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"rotationRequestedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "rotationRequestedGeneration is the credentialGeneration /rotate Start asked to replace (stamped by the server from status); the request is served once a later generation is minted.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"completionRequestedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completionRequestedGeneration is the credentialGeneration whose grace period /rotate Complete asked to end (stamped by the server); it ends that grace period only, never a later one.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"secretUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "secretUID is the UID of the Secret rekey created for this credential: rekey writes only into the Secret with this UID.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"secretClaim": {
+						SchemaProps: spec.SchemaProps{
+							Description: "secretClaim is the hex SHA-256 of a random value rekey put on a Secret it was creating, recorded before the create: it proves a Secret rekey created but did not record yet (a crash in between).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // +genclient
@@ -176,6 +177,25 @@ type RotatingCredentialStatus struct {
 	// grace period now.
 	// +optional
 	CompletionRequestedTime *metav1.Time `json:"completionRequestedTime,omitempty" protobuf:"bytes,8,opt,name=completionRequestedTime"`
+	// rotationRequestedGeneration is the credentialGeneration /rotate Start
+	// asked to replace (stamped by the server from status); the request is
+	// served once a later generation is minted.
+	// +optional
+	RotationRequestedGeneration int64 `json:"rotationRequestedGeneration,omitempty" protobuf:"varint,10,opt,name=rotationRequestedGeneration"`
+	// completionRequestedGeneration is the credentialGeneration whose grace
+	// period /rotate Complete asked to end (stamped by the server); it ends
+	// that grace period only, never a later one.
+	// +optional
+	CompletionRequestedGeneration int64 `json:"completionRequestedGeneration,omitempty" protobuf:"varint,11,opt,name=completionRequestedGeneration"`
+	// secretUID is the UID of the Secret rekey created for this credential:
+	// rekey writes only into the Secret with this UID.
+	// +optional
+	SecretUID types.UID `json:"secretUID,omitempty" protobuf:"bytes,12,opt,name=secretUID,casttype=k8s.io/apimachinery/pkg/types.UID"`
+	// secretClaim is the hex SHA-256 of a random value rekey put on a
+	// Secret it was creating, recorded before the create: it proves a
+	// Secret rekey created but did not record yet (a crash in between).
+	// +optional
+	SecretClaim string `json:"secretClaim,omitempty" protobuf:"bytes,13,opt,name=secretClaim"`
 	// conditions: Ready and Degraded.
 	// +optional
 	// +listType=map

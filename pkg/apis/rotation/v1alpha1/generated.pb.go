@@ -29,6 +29,8 @@ import (
 	math_bits "math/bits"
 	reflect "reflect"
 	strings "strings"
+
+	k8s_io_apimachinery_pkg_types "k8s.io/apimachinery/pkg/types"
 )
 
 func (m *CACertificate) Reset() { *m = CACertificate{} }
@@ -1063,6 +1065,22 @@ func (m *RotatingCredentialStatus) MarshalToSizedBuffer(dAtA []byte) (int, error
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.SecretClaim)
+	copy(dAtA[i:], m.SecretClaim)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.SecretClaim)))
+	i--
+	dAtA[i] = 0x6a
+	i -= len(m.SecretUID)
+	copy(dAtA[i:], m.SecretUID)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.SecretUID)))
+	i--
+	dAtA[i] = 0x62
+	i = encodeVarintGenerated(dAtA, i, uint64(m.CompletionRequestedGeneration))
+	i--
+	dAtA[i] = 0x58
+	i = encodeVarintGenerated(dAtA, i, uint64(m.RotationRequestedGeneration))
+	i--
+	dAtA[i] = 0x50
 	if len(m.Conditions) > 0 {
 		for iNdEx := len(m.Conditions) - 1; iNdEx >= 0; iNdEx-- {
 			{
@@ -1697,6 +1715,12 @@ func (m *RotatingCredentialStatus) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
+	n += 1 + sovGenerated(uint64(m.RotationRequestedGeneration))
+	n += 1 + sovGenerated(uint64(m.CompletionRequestedGeneration))
+	l = len(m.SecretUID)
+	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.SecretClaim)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -2028,6 +2052,10 @@ func (this *RotatingCredentialStatus) String() string {
 		`RotationRequestedTime:` + strings.Replace(fmt.Sprintf("%v", this.RotationRequestedTime), "Time", "v1.Time", 1) + `,`,
 		`CompletionRequestedTime:` + strings.Replace(fmt.Sprintf("%v", this.CompletionRequestedTime), "Time", "v1.Time", 1) + `,`,
 		`Conditions:` + repeatedStringForConditions + `,`,
+		`RotationRequestedGeneration:` + fmt.Sprintf("%v", this.RotationRequestedGeneration) + `,`,
+		`CompletionRequestedGeneration:` + fmt.Sprintf("%v", this.CompletionRequestedGeneration) + `,`,
+		`SecretUID:` + fmt.Sprintf("%v", this.SecretUID) + `,`,
+		`SecretClaim:` + fmt.Sprintf("%v", this.SecretClaim) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -5436,6 +5464,108 @@ func (m *RotatingCredentialStatus) Unmarshal(dAtA []byte) error {
 			if err := m.Conditions[len(m.Conditions)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RotationRequestedGeneration", wireType)
+			}
+			m.RotationRequestedGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.RotationRequestedGeneration |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 11:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CompletionRequestedGeneration", wireType)
+			}
+			m.CompletionRequestedGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CompletionRequestedGeneration |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SecretUID", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.SecretUID = k8s_io_apimachinery_pkg_types.UID(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 13:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SecretClaim", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.SecretClaim = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -20,6 +20,7 @@ package v1alpha1
 
 import (
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	types "k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
@@ -47,6 +48,21 @@ type RotatingCredentialStatusApplyConfiguration struct {
 	// completionRequestedTime is when /rotate Complete asked to end the
 	// grace period now.
 	CompletionRequestedTime *v1.Time `json:"completionRequestedTime,omitempty"`
+	// rotationRequestedGeneration is the credentialGeneration /rotate Start
+	// asked to replace (stamped by the server from status); the request is
+	// served once a later generation is minted.
+	RotationRequestedGeneration *int64 `json:"rotationRequestedGeneration,omitempty"`
+	// completionRequestedGeneration is the credentialGeneration whose grace
+	// period /rotate Complete asked to end (stamped by the server); it ends
+	// that grace period only, never a later one.
+	CompletionRequestedGeneration *int64 `json:"completionRequestedGeneration,omitempty"`
+	// secretUID is the UID of the Secret rekey created for this credential:
+	// rekey writes only into the Secret with this UID.
+	SecretUID *types.UID `json:"secretUID,omitempty"`
+	// secretClaim is the hex SHA-256 of a random value rekey put on a
+	// Secret it was creating, recorded before the create: it proves a
+	// Secret rekey created but did not record yet (a crash in between).
+	SecretClaim *string `json:"secretClaim,omitempty"`
 	// conditions: Ready and Degraded.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -118,6 +134,38 @@ func (b *RotatingCredentialStatusApplyConfiguration) WithRotationRequestedTime(v
 // If called multiple times, the CompletionRequestedTime field is set to the value of the last call.
 func (b *RotatingCredentialStatusApplyConfiguration) WithCompletionRequestedTime(value v1.Time) *RotatingCredentialStatusApplyConfiguration {
 	b.CompletionRequestedTime = &value
+	return b
+}
+
+// WithRotationRequestedGeneration sets the RotationRequestedGeneration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RotationRequestedGeneration field is set to the value of the last call.
+func (b *RotatingCredentialStatusApplyConfiguration) WithRotationRequestedGeneration(value int64) *RotatingCredentialStatusApplyConfiguration {
+	b.RotationRequestedGeneration = &value
+	return b
+}
+
+// WithCompletionRequestedGeneration sets the CompletionRequestedGeneration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CompletionRequestedGeneration field is set to the value of the last call.
+func (b *RotatingCredentialStatusApplyConfiguration) WithCompletionRequestedGeneration(value int64) *RotatingCredentialStatusApplyConfiguration {
+	b.CompletionRequestedGeneration = &value
+	return b
+}
+
+// WithSecretUID sets the SecretUID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SecretUID field is set to the value of the last call.
+func (b *RotatingCredentialStatusApplyConfiguration) WithSecretUID(value types.UID) *RotatingCredentialStatusApplyConfiguration {
+	b.SecretUID = &value
+	return b
+}
+
+// WithSecretClaim sets the SecretClaim field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SecretClaim field is set to the value of the last call.
+func (b *RotatingCredentialStatusApplyConfiguration) WithSecretClaim(value string) *RotatingCredentialStatusApplyConfiguration {
+	b.SecretClaim = &value
 	return b
 }
 
