@@ -18,6 +18,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"rekey.io/rekey/pkg/signing"
@@ -62,9 +64,21 @@ func (s *Store) pendingKeyPath() string { return filepath.Join(s.Dir, s.Prefix+"
 
 // Current returns the pair in use, with its leaf parsed. A pair that does
 // not parse, whose key is not the certificate's, or whose certificate has
-// expired (or is not valid yet) is an error: it is never used.
+// expired (or is not valid yet) is an error: it is never used. Nor is a
+// pair outside Dir: the current link must name a pair file in Dir, which
+// must itself be a regular file only its owner may read (see openPrivate).
 func (s *Store) Current() (*tls.Certificate, error) {
-	data, err := readCapped(s.CurrentPath())
+	if err := CheckDir(s.Dir); err != nil {
+		return nil, err
+	}
+	path, err := s.currentPair()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoCertificate
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := readPrivate(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoCertificate
 	}
@@ -81,6 +95,28 @@ func (s *Store) Current() (*tls.Certificate, error) {
 			pair.Leaf.NotBefore.UTC().Format(time.RFC3339), pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return pair, nil
+}
+
+// currentPair resolves the current link to the pair file it names, which
+// must be one of this store's pair files in Dir: the link's target is a
+// bare name, never a path (the store only ever writes such links). A
+// regular file in the link's place is read as it is.
+func (s *Store) currentPair() (string, error) {
+	fi, err := os.Lstat(s.CurrentPath())
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return s.CurrentPath(), nil
+	}
+	target, err := os.Readlink(s.CurrentPath())
+	if err != nil {
+		return "", err
+	}
+	if target != filepath.Base(target) || !strings.HasPrefix(target, s.Prefix+"-") || !strings.HasSuffix(target, ".pem") || target == filepath.Base(s.CurrentPath()) {
+		return "", fmt.Errorf("%s points to %q, not to a pair file of this directory: refusing to read it", s.CurrentPath(), target)
+	}
+	return filepath.Join(s.Dir, target), nil
 }
 
 // parsePair reads certificate blocks followed by one PKCS#8 key block.
@@ -126,38 +162,63 @@ func (s *Store) Update(certPEM []byte, key crypto.Signer) (string, error) {
 	if _, err := parsePair(data); err != nil {
 		return "", fmt.Errorf("refusing to store the pair: %w", err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if _, err := PrepareDir(s.Dir); err != nil {
 		return "", err
 	}
 	name := fmt.Sprintf("%s-%s.pem", s.Prefix, s.now().UTC().Format("2006-01-02-15-04-05.000000000"))
 	path := filepath.Join(s.Dir, name)
-	if err := writeFileSynced(path, data, 0o600); err != nil {
+	if err := writeFileSynced(path, data); err != nil {
 		return "", err
 	}
-	link := s.CurrentPath() + ".tmp"
-	_ = os.Remove(link)
-	if err := os.Symlink(name, link); err != nil {
-		return "", fmt.Errorf("linking the new pair: %w", err)
+	s.removeStaleLinks()
+	// The new link gets a fresh random name: os.Symlink fails on a name
+	// that exists rather than following it, and no name is guessable.
+	var link string
+	for attempt := 0; ; attempt++ {
+		link = filepath.Join(s.Dir, fmt.Sprintf(".%s-current.pem.%s.tmp", s.Prefix, rand.Text()))
+		err := os.Symlink(name, link)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || attempt == 2 {
+			return "", fmt.Errorf("linking the new pair: %w", err)
+		}
 	}
 	reached(StepSwap)
+	// rename(2) replaces the current link itself, never what it points to.
 	if err := os.Rename(link, s.CurrentPath()); err != nil {
+		_ = os.Remove(link)
 		return "", fmt.Errorf("making the new pair current: %w", err)
 	}
 	return path, syncDir(s.Dir)
 }
 
+// removeStaleLinks removes the links a crash during a swap left behind
+// (Remove removes a link, never what it points to).
+func (s *Store) removeStaleLinks() {
+	stale, _ := filepath.Glob(filepath.Join(s.Dir, "."+s.Prefix+"-current.pem.*.tmp"))
+	for _, link := range append(stale, s.CurrentPath()+".tmp") {
+		_ = os.Remove(link)
+	}
+}
+
 // PendingKey returns the key that waits for a certificate, making (and
 // storing, mode 0600) an ECDSA P-256 key when there is none, so that a
-// restarted agent asks for the same key again.
+// restarted agent asks for the same key again. A pending key file that is
+// a link, not a regular file, or readable by others is never used: a new
+// key replaces it.
 func (s *Store) PendingKey() (crypto.Signer, error) {
-	data, err := readCapped(s.pendingKeyPath())
+	if _, err := PrepareDir(s.Dir); err != nil {
+		return nil, err
+	}
+	data, err := readPrivate(s.pendingKeyPath())
 	if err == nil {
 		key, perr := signing.ParsePrivateKeyPEM(data)
 		if perr == nil {
 			return key, nil
 		}
 		// A torn or foreign file: a new key costs only a new request.
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotPrivate) {
 		return nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -168,14 +229,7 @@ func (s *Store) PendingKey() (crypto.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return nil, err
-	}
-	tmp := s.pendingKeyPath() + ".new"
-	if err := writeFileSynced(tmp, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, s.pendingKeyPath()); err != nil {
+	if err := writeFileSynced(s.pendingKeyPath(), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
 		return nil, err
 	}
 	return key, syncDir(s.Dir)
@@ -183,6 +237,9 @@ func (s *Store) PendingKey() (crypto.Signer, error) {
 
 // DropPendingKey forgets the pending key once its certificate is stored.
 func (s *Store) DropPendingKey() error {
+	if err := CheckDir(s.Dir); err != nil {
+		return err
+	}
 	err := os.Remove(s.pendingKeyPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -190,6 +247,45 @@ func (s *Store) DropPendingKey() error {
 	return err
 }
 
+// errNotPrivate marks a file in the directory that is not a regular file
+// only its owner may read.
+var errNotPrivate = errors.New("not a private regular file")
+
+// readPrivate reads a file of the directory without following a link in
+// its place (O_NOFOLLOW), and only if it is a regular file that its group
+// and others can neither read nor write: a file anyone else could have
+// read is a key anyone else may know.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: refusing to follow it: %w", path, errNotPrivate)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file: %w", path, errNotPrivate)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s has mode %04o: its group or others may read or write it, refusing to use it (it must be 0600): %w", path, perm, errNotPrivate)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPairBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPairBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPairBytes)
+	}
+	return data, nil
+}
+
+// readCapped reads a public file outside the directory (the trust bundle):
+// it follows links, as a mounted ConfigMap is one, and holds no secret.
 func readCapped(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -206,24 +302,73 @@ func readCapped(path string) ([]byte, error) {
 	return data, nil
 }
 
-func writeFileSynced(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".partial"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+// writeFileSynced writes path (mode 0600) through a temporary file that
+// os.CreateTemp makes with O_EXCL under a random name in the same
+// directory (so no planted link is ever followed), synced, then renamed
+// over path (rename replaces a link at path, never what it points to).
+func writeFileSynced(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // gone already after the rename
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600)
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
 	}
-	return os.Rename(tmp, path)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// PrepareDir makes dir, mode 0700 (and its missing parents, 0700 too), when
+// it does not exist, reporting that it did; an existing dir must pass
+// CheckDir.
+func PrepareDir(dir string) (created bool, err error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return false, fmt.Errorf("creating the certificate directory %s: %w", dir, err)
+		}
+		// MkdirAll's mode is filtered by the umask; 0700 is what is wanted.
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return false, err
+		}
+		created = true
+	}
+	return created, CheckDir(dir)
+}
+
+// CheckDir refuses a certificate directory that anyone but the agent's user
+// could write: one owned by another user, or writable by its group or by
+// others (sticky or not). Whoever can write it can plant links and files
+// where the agent writes and reads its keys. The directory's parents are
+// not checked: a parent others may write lets them replace dir itself.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("the certificate directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("the certificate directory %s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("the certificate directory %s is owned by uid %d, not by uid %d that rekey-agent runs as: its owner could replace the agent's key; chown it or use another directory", dir, st.Uid, os.Geteuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("the certificate directory %s has mode %04o: it is writable by its group or by others, who could plant links where the agent writes its key; chmod go-w it (0700 is best)", dir, fi.Mode()&(fs.ModePerm|fs.ModeSticky))
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -7,10 +7,12 @@ package tpmnode
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-tpm/tpm2"
@@ -193,8 +195,8 @@ const (
 // across restarts. The files are written atomically, mode 0600.
 func (d *Device) LoadOrCreateAK(dir string) (*Key, error) {
 	pubPath, privPath := filepath.Join(dir, AKPublicFile), filepath.Join(dir, AKPrivateFile)
-	public, errPub := os.ReadFile(pubPath)
-	private, errPriv := os.ReadFile(privPath)
+	public, errPub := readNoFollow(pubPath)
+	private, errPriv := readNoFollow(privPath)
 	switch {
 	case errPub == nil && errPriv == nil:
 		srk, err := d.srk()
@@ -230,6 +232,17 @@ func (d *Device) LoadOrCreateAK(dir string) (*Key, error) {
 		return nil, err
 	}
 	return key, nil
+}
+
+// readNoFollow reads an AK file without following a link planted in its
+// place (the caller checked that only the agent's user may write dir).
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }
 
 // Flush unloads an object (swtpm has three transient slots).

@@ -163,6 +163,15 @@ func (o *RunOptions) Validate() error {
 // Run bootstraps or renews, then (unless Once) keeps renewing until ctx is
 // done, backing off exponentially (1s to 5m, jittered) after failures.
 func (o *RunOptions) Run(ctx context.Context) error {
+	// Before anything is asked or written: a directory others may write
+	// would let them plant links where the key is written.
+	created, err := agent.PrepareDir(o.CertDir)
+	if err != nil {
+		return fmt.Errorf("--cert-dir: %w", err)
+	}
+	if created {
+		klog.FromContext(ctx).Info("Created the certificate directory, mode 0700", "certDir", o.CertDir)
+	}
 	bootstrap, err := clientcmd.LoadFromFile(o.BootstrapKubeconfig)
 	if err != nil {
 		return fmt.Errorf("--bootstrap-kubeconfig: %w", err)

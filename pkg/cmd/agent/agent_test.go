@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,5 +76,34 @@ func TestExecCredentialWithoutACertificateFails(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no usable client certificate") || out.Len() != 0 {
 		t.Fatalf("err %v, out %q", err, out.String())
+	}
+}
+
+// run and exec-credential refuse a --cert-dir others may write before
+// reading or writing anything in it; run makes a missing one, mode 0700.
+func TestCertDirOthersCanWriteIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	o := &RunOptions{BootstrapKubeconfig: filepath.Join(t.TempDir(), "missing"), CertDir: dir, NodeName: "n", SignerName: DefaultSignerName, Once: true}
+	if err := o.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "--cert-dir") || !strings.Contains(err.Error(), "writable") {
+		t.Fatalf("run with a world-writable --cert-dir: %v", err)
+	}
+	var out bytes.Buffer
+	cmd := NewCommand(&out)
+	cmd.SetArgs([]string{"exec-credential", "--cert-dir", dir})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "writable") || out.Len() != 0 {
+		t.Fatalf("exec-credential with a world-writable --cert-dir: %v, out %q", err, out.String())
+	}
+
+	missing := filepath.Join(t.TempDir(), "pki")
+	o.CertDir = missing
+	if err := o.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "--bootstrap-kubeconfig") {
+		t.Fatalf("run with a missing --cert-dir went on to %v, want the bootstrap kubeconfig's error", err)
+	}
+	if fi, err := os.Stat(missing); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the --cert-dir run made: %v, want mode 0700", err)
 	}
 }
