@@ -26,6 +26,13 @@ type ClusterView interface {
 	// Node returns the Node object of that name (a NotFound error when
 	// there is none).
 	Node(name string) (*corev1.Node, error)
+	// ListNodes returns every Node: an address another Node claims too
+	// is neither's.
+	ListNodes() ([]*corev1.Node, error)
+	// ListServices returns every Service: their names, in the forms a
+	// pod's resolver takes, their load-balancer hostnames and external
+	// names are no node's.
+	ListServices() ([]*corev1.Service, error)
 	// Reserved says whether ip is an address no node may be certified for
 	// (kube-apiserver's, a Service's), and whose.
 	Reserved(ip net.IP) (string, bool, error)
@@ -53,8 +60,10 @@ var (
 // request's CN is the requester and its organization exactly system:nodes,
 // the usages are the serving ones, and every SAN is one of that Node
 // object's addresses (DNS names among Hostname, InternalDNS, ExternalDNS;
-// IPs among InternalIP, ExternalIP), none is kube-apiserver's or a
-// Service's, and all are within the Signer's allow-lists. A refusal is a
+// IPs among InternalIP, ExternalIP) that is not demonstrably another's or
+// nobody's (see addresses.go: kube-apiserver's, a Service's in any form,
+// another Node's, loopback, link-local, metadata, an IP written as a
+// name), and all are within the Signer's allow-lists. A refusal is a
 // *NodeServingRefusal naming the rule; any other error means the cluster
 // could not be read.
 func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) (*Decision, error) {
@@ -99,12 +108,16 @@ func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv
 	if signer.Spec.Approval.NodeServing != nil {
 		allow = signer.Spec.Approval.NodeServing
 	}
+	others, err := readClaims(view, nodeName)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range req.DNSNames {
-		if !hasAddress(node, strings.ToLower(name), nodeDNSTypes) {
+		if !hasAddress(node, name, nodeDNSTypes) {
 			return refuse("DNS name %q is not among Node %s's addresses", name, nodeName)
 		}
-		if namesService(name) {
-			return refuse("DNS name %q names a Service or kube-apiserver", name)
+		if why := others.dnsRefusal(name); why != "" {
+			return refuse("DNS name %q %s", name, why)
 		}
 		if allow != nil && len(allow.AllowedDNSSuffixes) > 0 && !slices.ContainsFunc(allow.AllowedDNSSuffixes, func(s string) bool { return dnsUnder(name, s) }) {
 			return refuse("DNS name %q is not under the signer's allowed suffixes %v", name, allow.AllowedDNSSuffixes)
@@ -113,6 +126,9 @@ func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv
 	for _, ip := range req.IPAddresses {
 		if !hasAddress(node, ip.String(), nodeIPTypes) {
 			return refuse("IP address %s is not among Node %s's addresses", ip, nodeName)
+		}
+		if why := others.ipRefusal(ip); why != "" {
+			return refuse("IP address %s %s", ip, why)
 		}
 		owner, reserved, err := view.Reserved(ip)
 		if err != nil {
@@ -143,22 +159,11 @@ func hasAddress(node *corev1.Node, value string, types []corev1.NodeAddressType)
 			}
 			continue
 		}
-		if strings.EqualFold(a.Address, value) {
+		if normalizeName(a.Address) == normalizeName(value) {
 			return true
 		}
 	}
 	return false
-}
-
-// namesService: in-cluster Service names (<svc>.<ns>.svc[.<domain>]) and
-// kube-apiserver's well-known names.
-func namesService(name string) bool {
-	name = strings.ToLower(strings.TrimSuffix(name, "."))
-	switch name {
-	case "kubernetes", "kubernetes.default", "kubernetes.default.svc":
-		return true
-	}
-	return strings.HasSuffix(name, ".svc") || strings.Contains(name, ".svc.")
 }
 
 func dnsUnder(name, suffix string) bool {
@@ -214,6 +219,20 @@ func (v *ListerClusterView) Node(name string) (*corev1.Node, error) {
 		return nil, errNotSynced
 	}
 	return v.Nodes.Get(name)
+}
+
+func (v *ListerClusterView) ListNodes() ([]*corev1.Node, error) {
+	if v.Synced != nil && !v.Synced() {
+		return nil, errNotSynced
+	}
+	return v.Nodes.List(labels.Everything())
+}
+
+func (v *ListerClusterView) ListServices() ([]*corev1.Service, error) {
+	if v.Synced != nil && !v.Synced() {
+		return nil, errNotSynced
+	}
+	return v.Services.List(labels.Everything())
 }
 
 // Reserved checks kube-apiserver's endpoints (the default/kubernetes
@@ -284,4 +303,62 @@ func AutoApprove(ctx context.Context, authz authorizer.Authorizer, cluster Clust
 		return DecideNodeServing(cluster, signer, csr)
 	}
 	return nil, nil
+}
+
+// Attested=False reasons of a request in Attestation mode refused for its
+// names before its evidence is verified.
+const (
+	ReasonAddressRefused    = "AddressRefused"
+	ReasonNoHostCluster     = "NoHostCluster"
+	ReasonHostClusterUnread = "HostClusterUnread"
+)
+
+// keyOnlyUsages are the usages that are not extended key usages: a
+// certificate with only these has no extended key usage, which most TLS
+// stacks accept for any purpose, server authentication included.
+var keyOnlyUsages = []certv1alpha1.KeyUsage{
+	certv1alpha1.UsageSigning, certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageContentCommitment, certv1alpha1.UsageKeyEncipherment,
+	certv1alpha1.UsageKeyAgreement, certv1alpha1.UsageDataEncipherment, certv1alpha1.UsageCertSign, certv1alpha1.UsageCRLSign,
+	certv1alpha1.UsageEncipherOnly, certv1alpha1.UsageDecipherOnly,
+}
+
+// CouldServe says whether the certificate a request asks for could
+// authenticate a server or name anything: it asks for server auth or any
+// usage, or for no extended usage at all, or it carries a subject
+// alternative name of any type (or does not parse). Attestation proves
+// which machine asks, not which names are that machine's, so a request in
+// Attestation mode that could serve must also pass DecideNodeServing.
+func CouldServe(csr *certv1alpha1.CertificateSigningRequest) bool {
+	if slices.Contains(csr.Spec.Usages, certv1alpha1.UsageServerAuth) || slices.Contains(csr.Spec.Usages, certv1alpha1.UsageAny) {
+		return true
+	}
+	if !slices.ContainsFunc(csr.Spec.Usages, func(u certv1alpha1.KeyUsage) bool { return !slices.Contains(keyOnlyUsages, u) }) {
+		return true
+	}
+	req, err := validation.ParseStoredCSR(csr.Spec.Request)
+	return err != nil || len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0
+}
+
+// AttestedNamesRefusal decides the names of a request in Attestation mode
+// before its evidence is verified (a refusal then spends no challenge): a
+// request that could serve (CouldServe) passes only DecideNodeServing, and
+// with no host cluster (view nil) nothing can tell whose an address is, so
+// it is refused. It returns the Attested=False outcome, or nil when the
+// request may go on to attestation.
+func AttestedNamesRefusal(view ClusterView, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) *Attestation {
+	if !CouldServe(csr) {
+		return nil
+	}
+	if view == nil {
+		return &Attestation{Decision: Decision{Reason: ReasonNoHostCluster, Message: "A certificate that can serve or names an address is approved in Attestation mode only against the Node's addresses in the host cluster, and rekey-apiserver has none (--kubeconfig)."}}
+	}
+	_, err := DecideNodeServing(view, signer, csr)
+	var refusal *NodeServingRefusal
+	switch {
+	case errors.As(err, &refusal):
+		return &Attestation{Decision: Decision{Reason: ReasonAddressRefused, Message: "Not a serving certificate this node may have: " + refusal.Reason}}
+	case err != nil:
+		return &Attestation{Decision: Decision{Reason: ReasonHostClusterUnread, Message: fmt.Sprintf("The node's addresses could not be checked against the host cluster now (%v); ask again.", err)}}
+	}
+	return nil
 }

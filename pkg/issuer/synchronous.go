@@ -176,9 +176,18 @@ func (s *Synchronous) atGrantedCreate(ctx context.Context, grant string, csr *ce
 // whose evidence passes is approved and signed in its create; one that
 // does not is stored pending with an Attested=False condition saying why,
 // and nothing approves it later.
+//
+// Attestation proves which machine asks, not that a name is its: a request
+// that could serve or names anything must first pass the NodeServing
+// address rules (AttestedNamesRefusal), before the evidence is verified,
+// so that a refusal for its names spends no challenge.
 func (s *Synchronous) attestAtCreate(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) (Outcome, error) {
 	if s.Attestor == nil {
 		return Outcome{}, nil
+	}
+	if refused := AttestedNamesRefusal(s.Cluster, signer, csr); refused != nil {
+		klog.FromContext(ctx).V(2).Info("Stored pending: names refused before attestation", "csr", csr.Name, "reason", refused.Reason)
+		return Outcome{Attestation: refused}, nil
 	}
 	att, err := s.Attestor.Attest(ctx, signer, csr)
 	if err != nil {
