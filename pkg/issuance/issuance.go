@@ -1,7 +1,11 @@
 // Package issuance records every certificate rekey issues (serial, request,
 // requester, signer, validity) in etcd under the private prefix, apart from
-// the API objects, so that later work can list what a CA has issued
-// (for re-issuance on rotation, or revocation).
+// the API objects, so that a rotation can tell who has not renewed.
+//
+// Records are read a page at a time (a CA may hold many), and deleted once
+// they can no longer matter: when the certificate has expired (the
+// cleaner) and when the CA key that signed it is destroyed (the CA
+// controller, at the end of a rotation).
 package issuance
 
 import (
@@ -11,6 +15,7 @@ import (
 	"path"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,9 +35,14 @@ type Record struct {
 	NotAfter   time.Time `json:"notAfter"`
 }
 
-// maxBatch bounds the records written in one etcd transaction (etcd allows
-// 128 operations per transaction by default).
-const maxBatch = 100
+// maxBatch bounds the records written or deleted in one etcd transaction:
+// etcd allows 128 operations per transaction by default, and a write batch
+// also puts one revision key per CA it holds (at most 2*maxBatch).
+const maxBatch = 60
+
+// DefaultPageSize is how many records one read returns: about 250 KB of
+// JSON, so what a reader holds does not grow with a CA's records.
+const DefaultPageSize = 1000
 
 // Recorder writes and lists records. Concurrent Record calls are grouped
 // into one etcd transaction (group commit): under load the signer pays one
@@ -41,18 +51,26 @@ const maxBatch = 100
 type Recorder struct {
 	client *clientv3.Client
 	prefix string
-	queue  chan *pending
+	// revPrefix holds one key per CA, written with each batch of its
+	// records: its mod revision says whether the CA's records changed.
+	revPrefix string
+	queue     chan *pending
+	// PageSize is how many records one read returns (DefaultPageSize
+	// unless set before use).
+	PageSize int
 }
 
 type pending struct {
 	key, value string
+	caName     string
 	done       chan error
 }
 
 // NewRecorder stores records under prefix/issued/<ca>/<serial> until ctx
 // is done.
 func NewRecorder(ctx context.Context, client *clientv3.Client, prefix string) *Recorder {
-	r := &Recorder{client: client, prefix: path.Join(prefix, "issued"), queue: make(chan *pending, 4*maxBatch)}
+	r := &Recorder{client: client, prefix: path.Join(prefix, "issued"), revPrefix: path.Join(prefix, "issuedrev"),
+		queue: make(chan *pending, 4*maxBatch), PageSize: DefaultPageSize}
 	go r.flushLoop(ctx)
 	return r
 }
@@ -65,7 +83,7 @@ func (r *Recorder) Record(ctx context.Context, rec Record) error {
 	if err != nil {
 		return err
 	}
-	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), done: make(chan error, 1)}
+	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), caName: rec.CAName, done: make(chan error, 1)}
 	select {
 	case r.queue <- p:
 	case <-ctx.Done():
@@ -100,9 +118,17 @@ func (r *Recorder) flushLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		ops := make([]clientv3.Op, len(batch))
-		for i, p := range batch {
-			ops[i] = clientv3.OpPut(p.key, p.value)
+		// One put per record and one per CA in the batch (at most
+		// 2*maxBatch operations): a CA's revision key changes in the same
+		// transaction as its records, never apart from them.
+		ops := make([]clientv3.Op, 0, 2*len(batch))
+		cas := map[string]bool{}
+		for _, p := range batch {
+			ops = append(ops, clientv3.OpPut(p.key, p.value))
+			if !cas[p.caName] {
+				cas[p.caName] = true
+				ops = append(ops, clientv3.OpPut(path.Join(r.revPrefix, p.caName), ""))
+			}
 		}
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := r.client.Txn(wctx).Then(ops...).Commit()
@@ -113,19 +139,133 @@ func (r *Recorder) flushLoop(ctx context.Context) {
 	}
 }
 
-// List returns every record of a CA.
+// List returns every record of a CA, all in memory: for tests and small
+// CAs. Readers that must not grow with a CA use Scan.
 func (r *Recorder) List(ctx context.Context, caName string) ([]Record, error) {
-	resp, err := r.client.Get(ctx, path.Join(r.prefix, caName)+"/", clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Record, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var rec Record
-		if err := json.Unmarshal(kv.Value, &rec); err != nil {
-			return nil, fmt.Errorf("record %s is corrupt: %w", kv.Key, err)
-		}
+	var out []Record
+	err := r.Scan(ctx, caName, func(rec Record) error {
 		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
+// Scan calls fn with every record of a CA, reading them PageSize at a time
+// and all at the revision of the first page (one consistent snapshot, as
+// the unpaged read was). An error from fn stops the scan and is returned.
+func (r *Recorder) Scan(ctx context.Context, caName string, fn func(Record) error) error {
+	return r.scan(ctx, path.Join(r.prefix, caName)+"/", true, func(page []Record) error {
+		for _, rec := range page {
+			if err := fn(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Revision is the etcd revision at which a CA's records last changed by a
+// write (0 if never): equal revisions mean the same records, so a reader
+// may keep what it computed from them. Pruning does not move it (see
+// Prune).
+func (r *Recorder) Revision(ctx context.Context, caName string) (int64, error) {
+	resp, err := r.client.Get(ctx, path.Join(r.revPrefix, caName))
+	if err != nil {
+		return 0, fmt.Errorf("reading the records revision of %s: %w", caName, err)
 	}
-	return out, nil
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
+}
+
+// Prune deletes the records drop selects, of one CA or, with caName "",
+// of every CA, a page at a time; it returns how many it deleted. It is
+// idempotent and safe to stop anywhere: a second run deletes what the
+// first did not reach. Records are written once and never changed, so a
+// record read as due is still due when it is deleted.
+//
+// Pruning does not move Revision: the CA controller only prunes what its
+// count no longer reads (records of expired certificates, which it skips,
+// and of a destroyed key, which is neither of the two it reads).
+func (r *Recorder) Prune(ctx context.Context, caName string, drop func(Record) bool) (int, error) {
+	prefix := r.prefix + "/"
+	if caName != "" {
+		prefix = path.Join(r.prefix, caName) + "/"
+	}
+	deleted := 0
+	err := r.scanKVs(ctx, prefix, false, func(kvs []*mvccpb.KeyValue) error {
+		var ops []clientv3.Op
+		for _, kv := range kvs {
+			var rec Record
+			if err := json.Unmarshal(kv.Value, &rec); err != nil {
+				// Left for a person to look at; Scan reports it.
+				continue
+			}
+			if drop(rec) {
+				ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+			}
+		}
+		for len(ops) > 0 {
+			n := min(len(ops), maxBatch)
+			if _, err := r.client.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+				return fmt.Errorf("deleting issuance records: %w", err)
+			}
+			deleted += n
+			ops = ops[n:]
+		}
+		return nil
+	})
+	return deleted, err
+}
+
+// scan reads the records under prefix a page at a time.
+func (r *Recorder) scan(ctx context.Context, prefix string, snapshot bool, fn func([]Record) error) error {
+	return r.scanKVs(ctx, prefix, snapshot, func(kvs []*mvccpb.KeyValue) error {
+		page := make([]Record, len(kvs))
+		for i, kv := range kvs {
+			if err := json.Unmarshal(kv.Value, &page[i]); err != nil {
+				return fmt.Errorf("record %s is corrupt: %w", kv.Key, err)
+			}
+		}
+		return fn(page)
+	})
+}
+
+// scanKVs reads the keys under prefix PageSize at a time (a range read
+// with a limit, continued after the last key read). With snapshot, every
+// page is read at the revision of the first; without, each page is the
+// latest (what Prune needs, since it deletes as it goes).
+func (r *Recorder) scanKVs(ctx context.Context, prefix string, snapshot bool, fn func([]*mvccpb.KeyValue) error) error {
+	size := r.PageSize
+	if size <= 0 {
+		size = DefaultPageSize
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(size))}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := r.client.Get(ctx, from, opts...)
+		if err != nil {
+			return fmt.Errorf("reading issuance records under %s: %w", prefix, err)
+		}
+		if snapshot && rev == 0 {
+			rev = resp.Header.Revision
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := fn(resp.Kvs); err != nil {
+			return err
+		}
+		if !resp.More {
+			return nil
+		}
+		// The next key after the last one read.
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"rekey.io/rekey/test/etcdtest"
 )
 
@@ -66,5 +68,129 @@ func TestRecordStopsWithItsContext(t *testing.T) {
 	cancel()
 	if err := r.Record(ctx, Record{Serial: "1", CAName: "ca"}); err == nil {
 		t.Fatal("Record succeeded after its context was cancelled")
+	}
+}
+
+// TestScanReadsEveryPage: with a page of 3, ten records of one CA are read
+// in four pages, each record once, and another CA's records not at all.
+func TestScanReadsEveryPage(t *testing.T) {
+	client := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := NewRecorder(ctx, client, "/p")
+	r.PageSize = 3
+	for i := 0; i < 10; i++ {
+		for _, ca := range []string{"team", "team-ca"} {
+			if err := r.Record(ctx, Record{Serial: fmt.Sprintf("%02x", i), CAName: ca, CAKeyID: ca + "-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen := map[string]int{}
+	pages := 0
+	err := r.scan(ctx, "/p/issued/team/", true, func(page []Record) error {
+		pages++
+		if len(page) > 3 {
+			t.Errorf("page of %d records, want at most 3", len(page))
+		}
+		for _, rec := range page {
+			if rec.CAName != "team" {
+				t.Errorf("read %s's record scanning team's", rec.CAName)
+			}
+			seen[rec.Serial]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 10 || pages != 4 {
+		t.Fatalf("%d records in %d pages, want 10 in 4", len(seen), pages)
+	}
+	for s, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s read %d times", s, n)
+		}
+	}
+	var all []Record
+	if err := r.Scan(ctx, "team", func(rec Record) error { all = append(all, rec); return nil }); err != nil || len(all) != 10 {
+		t.Fatalf("Scan read %d records (err %v), want 10", len(all), err)
+	}
+}
+
+// TestRevisionChangesOnlyWithTheCAsRecords: a reader can tell that a CA's
+// records are unchanged without reading them.
+func TestRevisionChangesOnlyWithTheCAsRecords(t *testing.T) {
+	client := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := NewRecorder(ctx, client, "/p")
+	if err := r.Record(ctx, Record{Serial: "1", CAName: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.Revision(ctx, "a")
+	if err != nil || before == 0 {
+		t.Fatalf("revision %d, err %v", before, err)
+	}
+	if err := r.Record(ctx, Record{Serial: "1", CAName: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := r.Revision(ctx, "a"); err != nil || same != before {
+		t.Fatalf("a's revision moved from %d to %d (err %v) when b's records changed", before, same, err)
+	}
+	if err := r.Record(ctx, Record{Serial: "2", CAName: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := r.Revision(ctx, "a"); err != nil || after <= before {
+		t.Fatalf("a's revision %d after a record, was %d (err %v)", after, before, err)
+	}
+}
+
+// TestPruneDeletesOnlyWhatIsDue, over several pages and across CAs, and
+// is idempotent.
+func TestPruneDeletesOnlyWhatIsDue(t *testing.T) {
+	client := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := NewRecorder(ctx, client, "/p")
+	r.PageSize = 3
+	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 20; i++ {
+		notAfter := now.Add(time.Hour)
+		if i%2 == 0 {
+			notAfter = now.Add(-time.Hour)
+		}
+		ca := "a"
+		if i%4 >= 2 {
+			ca = "b"
+		}
+		if err := r.Record(ctx, Record{Serial: fmt.Sprintf("%02x", i), CAName: ca, CAKeyID: ca + "-1", NotAfter: notAfter}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expired := func(rec Record) bool { return !rec.NotAfter.After(now) }
+	for round := 0; round < 2; round++ {
+		n, err := r.Prune(ctx, "", expired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{10, 0}[round]; n != want {
+			t.Fatalf("round %d pruned %d, want %d", round, n, want)
+		}
+	}
+	resp, err := client.Get(ctx, "/p/issued/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 10 {
+		t.Fatalf("%d records left, want the 10 valid ones", len(resp.Kvs))
+	}
+	// One CA's key: only its records go.
+	n, err := r.Prune(ctx, "a", func(rec Record) bool { return rec.CAKeyID == "a-1" })
+	if err != nil || n != 5 {
+		t.Fatalf("pruned %d of a's records (err %v), want 5", n, err)
+	}
+	if left, _ := r.List(ctx, "b"); len(left) != 5 {
+		t.Fatalf("b has %d records, want 5", len(left))
 	}
 }

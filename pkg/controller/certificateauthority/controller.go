@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -42,6 +43,10 @@ type Controller struct {
 	// records lists what each CA issued, to count who has not renewed
 	// during a rotation.
 	records Records
+	// counts keeps each Prepared CA's last count of pending renewals, so
+	// that the records are read again only when they changed.
+	countsMu sync.Mutex
+	counts   map[string]*pendingCount
 	// events tells the host cluster about rotations (nil without one).
 	events record.EventRecorder
 }
@@ -101,6 +106,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	ca, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		forget(name)
+		c.forgetCount(name)
 		return 0, nil
 	}
 	if err != nil {

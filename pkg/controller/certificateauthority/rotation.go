@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -27,9 +28,14 @@ const (
 	maxPendingListed = validation.MaxPendingListed
 )
 
-// Records lists what a CA has issued.
+// Records reads and prunes what a CA has issued (issuance.Recorder).
 type Records interface {
-	List(ctx context.Context, caName string) ([]issuance.Record, error)
+	// Scan reads every record of a CA, a page at a time.
+	Scan(ctx context.Context, caName string, fn func(issuance.Record) error) error
+	// Revision changes whenever a record of the CA is written.
+	Revision(ctx context.Context, caName string) (int64, error)
+	// Prune deletes the records of a CA that drop selects.
+	Prune(ctx context.Context, caName string, drop func(issuance.Record) bool) (int, error)
 }
 
 // rotate takes one rotation step, as the phase the rotate subresource set
@@ -39,8 +45,12 @@ type Records interface {
 //   - Preparing: make key generation n+1 and its certificate, and make it
 //     current in the binding with the old key as previous (one
 //     compare-and-swap); then status is Prepared, trusting both.
-//   - Completing: destroy the previous key in its store, then drop it from
-//     the binding; then status is Completed, trusting the new CA only.
+//   - Completing: destroy the previous key in its store, delete the
+//     issuance records of the certificates it signed (nothing it signed
+//     can be trusted any more, so nothing will ever count them), then drop
+//     it from the binding; then status is Completed, trusting the new CA
+//     only. The binding lists the old key until its records are gone, so
+//     a step interrupted anywhere is redone, pruning included.
 func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) (*cabinding.Binding, error) {
 	now := metav1.NewTime(c.clock.Now())
 	switch ca.Status.Phase {
@@ -71,6 +81,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 		status.Phase = rotationv1alpha1.PhaseCompleted
 		status.LastCompletionTime = &now
 		status.PendingRenewal, status.PendingRenewals = 0, nil
+		c.forgetCount(ca.Name)
 		klog.FromContext(ctx).Info("CA rotation completed: the previous CA is no longer trusted and its key is destroyed", "name", ca.Name, "keyID", b.KeyID)
 	}
 	return b, nil
@@ -124,6 +135,14 @@ func (c *Controller) retirePrevious(ctx context.Context, ca *rotationv1alpha1.Ce
 		return nil, fmt.Errorf("destroying key %s: %w", b.Previous.KeyID, err)
 	}
 	reached(ctx, StepCompletingKeyDeleted)
+	if c.records != nil {
+		prev := b.Previous.KeyID
+		n, err := c.records.Prune(ctx, ca.Name, func(r issuance.Record) bool { return r.CAKeyID == prev })
+		if err != nil {
+			return nil, fmt.Errorf("pruning the issuance records of destroyed key %s: %w", prev, err)
+		}
+		klog.FromContext(ctx).Info("Pruned the issuance records of the destroyed CA key", "name", ca.Name, "keyID", prev, "records", n)
+	}
 	next := *b
 	next.Previous = nil
 	if err := c.authorities.Bindings.Replace(ctx, b, &next); err != nil {
@@ -156,41 +175,139 @@ func publish(status *rotationv1alpha1.CertificateAuthorityStatus, b *cabinding.B
 	return nil
 }
 
+// pendingCount is what one reading of a CA's records found, and what it
+// depends on: the two keys, the records' revision, and the earliest end
+// of validity among the pending certificates (when one expires, the count
+// drops without a record changing).
+type pendingCount struct {
+	keyID, previousKeyID string
+	revision             int64
+	validUntil           time.Time
+	count                int32
+	listed               []rotationv1alpha1.PendingRenewal
+}
+
+// identity is who a certificate was for: the requester and the subject
+// certified. A certificate counts as renewed once the same identity has a
+// certificate of the current key.
+type identity struct{ requester, subject string }
+
+// pendingOf is one identity's valid certificates of the previous key.
+type pendingOf struct {
+	count int
+	// first holds the maxPendingListed that expire first.
+	first []issuance.Record
+}
+
 // countPending counts the certificates signed by the previous key that are
 // still valid and whose requester has not had the same subject certified
 // by the current key.
+//
+// The records are read a page at a time, and only when they changed since
+// the last count (or a counted certificate has expired since), so a
+// Prepared CA looked at every pendingRecount costs one small etcd read
+// while nothing happens. What a count holds grows with the identities
+// that have certificates of the two keys (at most maxPendingListed
+// records each), not with the records.
 func (c *Controller) countPending(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) error {
 	if c.records == nil || b.Previous == nil {
 		status.PendingRenewal, status.PendingRenewals = 0, nil
+		c.forgetCount(ca.Name)
 		return nil
 	}
-	records, err := c.records.List(ctx, ca.Name)
-	if err != nil {
-		return fmt.Errorf("listing the issuance records of %s: %w", ca.Name, err)
-	}
 	now := c.clock.Now()
-	renewed := map[[2]string]bool{}
-	for _, r := range records {
-		if r.CAKeyID == b.KeyID {
-			renewed[[2]string{r.Requester, r.Subject}] = true
+	rev, err := c.records.Revision(ctx, ca.Name)
+	if err != nil {
+		return err
+	}
+	c.countsMu.Lock()
+	cached, ok := c.counts[ca.Name]
+	c.countsMu.Unlock()
+	if !ok || cached.revision != rev || cached.keyID != b.KeyID || cached.previousKeyID != b.Previous.KeyID || !now.Before(cached.validUntil) {
+		cached, err = c.count(ctx, ca.Name, b, rev, now)
+		if err != nil {
+			return err
+		}
+		c.countsMu.Lock()
+		if c.counts == nil {
+			c.counts = map[string]*pendingCount{}
+		}
+		c.counts[ca.Name] = cached
+		c.countsMu.Unlock()
+	}
+	status.PendingRenewal = cached.count
+	status.PendingRenewals = append([]rotationv1alpha1.PendingRenewal(nil), cached.listed...)
+	return nil
+}
+
+// forgetCount drops a CA's cached count (no rotation in progress).
+func (c *Controller) forgetCount(name string) {
+	c.countsMu.Lock()
+	delete(c.counts, name)
+	c.countsMu.Unlock()
+}
+
+// count reads every record of a CA once.
+func (c *Controller) count(ctx context.Context, name string, b *cabinding.Binding, rev int64, now time.Time) (*pendingCount, error) {
+	renewed := map[identity]bool{}
+	pending := map[identity]*pendingOf{}
+	err := c.records.Scan(ctx, name, func(r issuance.Record) error {
+		id := identity{r.Requester, r.Subject}
+		switch {
+		case r.CAKeyID == b.KeyID:
+			renewed[id] = true
+		case r.CAKeyID == b.Previous.KeyID && r.NotAfter.After(now):
+			p := pending[id]
+			if p == nil {
+				p = &pendingOf{}
+				pending[id] = p
+			}
+			p.count++
+			p.first = keepFirst(p.first, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the issuance records of %s: %w", name, err)
+	}
+	out := &pendingCount{keyID: b.KeyID, previousKeyID: b.Previous.KeyID, revision: rev, validUntil: now.Add(24 * time.Hour)}
+	var first []issuance.Record
+	total := 0
+	for id, p := range pending {
+		if renewed[id] {
+			continue
+		}
+		total += p.count
+		for _, r := range p.first {
+			first = keepFirst(first, r)
+		}
+		// Certificates of an identity expire in order: the first one is
+		// its earliest.
+		if p.first[0].NotAfter.Before(out.validUntil) {
+			out.validUntil = p.first[0].NotAfter
 		}
 	}
-	var pending []issuance.Record
-	for _, r := range records {
-		if r.CAKeyID == b.Previous.KeyID && r.NotAfter.After(now) && !renewed[[2]string{r.Requester, r.Subject}] {
-			pending = append(pending, r)
-		}
-	}
-	sort.Slice(pending, func(i, j int) bool { return pending[i].NotAfter.Before(pending[j].NotAfter) })
-	status.PendingRenewal = int32(len(pending))
-	status.PendingRenewals = nil
-	for i, r := range pending {
-		if i == maxPendingListed {
-			break
-		}
-		status.PendingRenewals = append(status.PendingRenewals, rotationv1alpha1.PendingRenewal{
+	out.count = int32(min(total, math.MaxInt32))
+	for _, r := range first {
+		out.listed = append(out.listed, rotationv1alpha1.PendingRenewal{
 			Requester: r.Requester, Subject: r.Subject, CSRName: r.CSRName, SerialNumber: r.Serial, NotAfter: metav1.NewTime(r.NotAfter),
 		})
 	}
-	return nil
+	return out, nil
+}
+
+// keepFirst adds r to list, sorted by end of validity, and keeps the
+// maxPendingListed that expire first.
+func keepFirst(list []issuance.Record, r issuance.Record) []issuance.Record {
+	i := sort.Search(len(list), func(i int) bool { return r.NotAfter.Before(list[i].NotAfter) })
+	if i >= maxPendingListed {
+		return list
+	}
+	list = append(list, issuance.Record{})
+	copy(list[i+1:], list[i:])
+	list[i] = r
+	if len(list) > maxPendingListed {
+		list = list[:maxPendingListed]
+	}
+	return list
 }

@@ -2,18 +2,71 @@ package certificateauthority
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/signing/signingtest"
 )
 
-type fakeRecords []issuance.Record
+// fakeRecords holds one CA's records; it counts scans and can fail prunes.
+type fakeRecords struct {
+	mu       sync.Mutex
+	list     []issuance.Record
+	rev      int64
+	scans    int
+	pruneErr error
+}
 
-func (f fakeRecords) List(context.Context, string) ([]issuance.Record, error) { return f, nil }
+func (f *fakeRecords) Scan(_ context.Context, _ string, fn func(issuance.Record) error) error {
+	f.mu.Lock()
+	f.scans++
+	list := append([]issuance.Record(nil), f.list...)
+	f.mu.Unlock()
+	for _, r := range list {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeRecords) Revision(context.Context, string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rev, nil
+}
+
+func (f *fakeRecords) Prune(_ context.Context, _ string, drop func(issuance.Record) bool) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pruneErr != nil {
+		return 0, f.pruneErr
+	}
+	kept := f.list[:0]
+	for _, r := range f.list {
+		if !drop(r) {
+			kept = append(kept, r)
+		}
+	}
+	n := len(f.list) - len(kept)
+	f.list = kept
+	return n, nil
+}
+
+func (f *fakeRecords) add(r issuance.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.list = append(f.list, r)
+	f.rev++
+}
 
 // TestHandleWalksARotation: Preparing makes the next key and publishes
 // both CAs; Prepared counts who has not renewed; Completing destroys the
@@ -62,12 +115,13 @@ func TestHandleWalksARotation(t *testing.T) {
 	// Prepared: one old certificate of b's is still valid and not renewed;
 	// a's was renewed by the new key.
 	future := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	c.records = fakeRecords{
+	records := &fakeRecords{rev: 1, list: []issuance.Record{
 		{Serial: "1", CSRName: "old-a", Requester: "alice", Subject: "CN=a", CAKeyID: oldKey, NotAfter: future},
 		{Serial: "2", CSRName: "old-b", Requester: "bob", Subject: "CN=b", CAKeyID: oldKey, NotAfter: future},
 		{Serial: "3", CSRName: "expired", Requester: "carol", Subject: "CN=c", CAKeyID: oldKey, NotAfter: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Serial: "4", CSRName: "new-a", Requester: "alice", Subject: "CN=a", CAKeyID: KeyIDFor(ca, 2), NotAfter: future},
-	}
+	}}
+	c.records = records
 	client.ClearActions()
 	recheck, err := c.Handle(ctx, prepared)
 	if err != nil {
@@ -78,9 +132,23 @@ func TestHandleWalksARotation(t *testing.T) {
 		t.Fatalf("pending %d %+v (recheck %v), want bob's old-b only", counted.Status.PendingRenewal, counted.Status.PendingRenewals, recheck)
 	}
 
-	// Complete.
+	// Complete. A failed prune of the destroyed key's records leaves the
+	// step to be retried (the key is already gone; destroying it again is
+	// a no-op), and nothing says Completed until the records are pruned.
 	completing := counted.DeepCopy()
 	completing.Status.Phase = rotationv1alpha1.PhaseCompleting
+	records.pruneErr = errors.New("etcd unavailable")
+	client.ClearActions()
+	if _, err := c.Handle(ctx, completing); err != nil {
+		t.Fatal(err)
+	}
+	if failed := statusUpdate(t, client); failed.Status.Phase == rotationv1alpha1.PhaseCompleted {
+		t.Fatal("Completed although the old key's records were not pruned")
+	}
+	if b, err := bindings.Get(ctx, "team-ca"); err != nil || b.Previous == nil {
+		t.Fatalf("binding %+v (err %v): the old key must stay listed until its records are pruned", b, err)
+	}
+	records.pruneErr = nil
 	client.ClearActions()
 	if _, err := c.Handle(ctx, completing); err != nil {
 		t.Fatal(err)
@@ -95,5 +163,73 @@ func TestHandleWalksARotation(t *testing.T) {
 	}
 	if b, err := bindings.Get(ctx, "team-ca"); err != nil || b.Previous != nil {
 		t.Fatal("the binding still lists the old key")
+	}
+	// The destroyed key's records are gone; the new key's stay.
+	if len(records.list) != 1 || records.list[0].CAKeyID != KeyIDFor(ca, 2) {
+		t.Fatalf("records after Complete: %+v, want only the new key's", records.list)
+	}
+}
+
+// TestPreparedCountsAgainOnlyWhenSomethingChanged: a Prepared CA is looked
+// at every few seconds; its records are read again only when they changed
+// (a new record moves their revision) or when a pending certificate
+// expired, not on every look.
+func TestPreparedCountsAgainOnlyWhenSomethingChanged(t *testing.T) {
+	ca := newCA("team-ca", "0123456789")
+	c, client, _ := newTestController(t, ca, signingtest.NewMemoryKeys())
+	ctx := context.Background()
+	if _, err := c.Handle(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	preparing := statusUpdate(t, client).DeepCopy()
+	preparing.Status.Phase = rotationv1alpha1.PhasePreparing
+	client.ClearActions()
+	if _, err := c.Handle(ctx, preparing); err != nil {
+		t.Fatal(err)
+	}
+	prepared := statusUpdate(t, client)
+	oldKey, newKey := prepared.Status.Previous.KeyID, prepared.Status.Current.KeyID
+	clk := c.clock.(*clocktesting.FakePassiveClock)
+	start := clk.Now()
+	records := &fakeRecords{}
+	c.records = records
+	// Many certificates of one node: counted one by one, listed at most
+	// maxPendingListed, earliest first.
+	for i := 0; i < 40; i++ {
+		records.add(issuance.Record{Serial: fmt.Sprint(i), CSRName: fmt.Sprint("n1-", i), Requester: "system:node:n1", Subject: "CN=system:node:n1",
+			CAKeyID: oldKey, NotAfter: start.Add(time.Duration(40-i) * time.Hour)})
+	}
+	handle := func() *rotationv1alpha1.CertificateAuthority {
+		t.Helper()
+		client.ClearActions()
+		if _, err := c.Handle(ctx, prepared); err != nil {
+			t.Fatal(err)
+		}
+		if actions := client.Actions(); len(actions) == 1 {
+			prepared = statusUpdate(t, client)
+		}
+		return prepared
+	}
+	got := handle()
+	if got.Status.PendingRenewal != 40 || len(got.Status.PendingRenewals) != maxPendingListed || got.Status.PendingRenewals[0].CSRName != "n1-39" {
+		t.Fatalf("pending %d, listed %d (first %+v), want 40 and %d listed, n1-39 first", got.Status.PendingRenewal, len(got.Status.PendingRenewals), got.Status.PendingRenewals, maxPendingListed)
+	}
+	if records.scans != 1 {
+		t.Fatalf("%d scans, want 1", records.scans)
+	}
+	handle()
+	if records.scans != 1 {
+		t.Fatalf("read the records again (%d scans) although nothing changed", records.scans)
+	}
+	// The earliest pending certificate expires: counted again.
+	clk.SetTime(start.Add(90 * time.Minute))
+	if got := handle(); got.Status.PendingRenewal != 39 || records.scans != 2 {
+		t.Fatalf("pending %d after one expired (%d scans), want 39 and a second scan", got.Status.PendingRenewal, records.scans)
+	}
+	// The node renews with the new key: every one of its old certificates
+	// is renewed.
+	records.add(issuance.Record{Serial: "new", Requester: "system:node:n1", Subject: "CN=system:node:n1", CAKeyID: newKey, NotAfter: start.Add(48 * time.Hour)})
+	if got := handle(); got.Status.PendingRenewal != 0 || len(got.Status.PendingRenewals) != 0 || records.scans != 3 {
+		t.Fatalf("pending %d %+v after the renewal (%d scans), want 0 after a third scan", got.Status.PendingRenewal, got.Status.PendingRenewals, records.scans)
 	}
 }
