@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/serveridentity"
 )
 
 // ClientCertificateMinter makes a key pair in rekey and has a rekey Signer
@@ -28,8 +30,9 @@ import (
 // key never leaves the process except into the Secret, so a mint repeated
 // after a crash cannot reuse the lost key: it deletes the generation's
 // earlier request (its certificate is unusable without the key) and asks
-// again. Revoking deletes the request; the certificate itself stays valid
-// until it expires, so keep its duration short.
+// again (only a request rekey itself made: see deleteOwn). Revoking deletes
+// the request; the certificate itself stays valid until it expires, so
+// keep its duration short.
 type ClientCertificateMinter struct {
 	Client clientset.Interface
 	// Wait bounds the wait for the certificate (default 30s).
@@ -62,8 +65,8 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 	seconds := int32(max(duration, 10*time.Minute) / time.Second)
 	csrs := m.Client.CertificatesV1alpha1().CertificateSigningRequests()
 	name := RequestName(rc, generation)
-	if err := csrs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return nil, &MintError{Reason: "RequestFailed", Err: fmt.Errorf("removing the earlier request %s: %w", name, err)}
+	if err := m.deleteOwn(ctx, rc, name); err != nil {
+		return nil, err
 	}
 	csr, err := csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedBy},
@@ -80,6 +83,7 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "RotatingCredential",
 		Message: fmt.Sprintf("Approved for RotatingCredential %s/%s generation %d, whose minter's writer may approve for %s.", rc.Namespace, rc.Name, generation, spec.SignerName),
 	})
+	created := csr.UID
 	if csr, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return nil, &MintError{Reason: "ApprovalFailed", Err: fmt.Errorf("approving request %s: %w", name, err)}
 	}
@@ -98,6 +102,11 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 		}
 		var err error
 		csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && csr.UID != created {
+			// Deleted and made again by someone else: its certificate
+			// is not for this key.
+			return false, fmt.Errorf("request %s was replaced", name)
+		}
 		return false, err
 	})
 	if err != nil {
@@ -132,11 +141,43 @@ func (m ClientCertificateMinter) trustBundle(ctx context.Context, signerName str
 	return ca.Status.TrustBundle, nil
 }
 
-// Revoke implements Minter: the request goes; the certificate expires.
+// Revoke implements Minter: the request goes; the certificate expires. A
+// request of that name that rekey did not make for this RotatingCredential
+// is not this generation's and is left alone (this generation's was then
+// never made: the name was taken).
 func (m ClientCertificateMinter) Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error {
-	err := m.Client.CertificatesV1alpha1().CertificateSigningRequests().Delete(ctx, RequestName(rc, generation), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return &MintError{Reason: "RevokeFailed", Err: err}
+	err := m.deleteOwn(ctx, rc, RequestName(rc, generation))
+	var me *MintError
+	if errors.As(err, &me) && me.Reason == "RequestConflict" {
+		return nil
+	}
+	return err
+}
+
+// deleteOwn deletes the request name if rekey's controllers made it for
+// rc, and refuses (RequestConflict) if someone else did. Ownership is what
+// only the server writes: spec.username, the identity that created the
+// request, is the controllers' own (serveridentity.UserName), and the
+// owner annotation, written with it, is rc's UID. A label or annotation
+// alone proves nothing: whoever may create requests can set them. The
+// delete carries the UID read as its precondition, so a request replaced
+// in between is not deleted either.
+func (m ClientCertificateMinter) deleteOwn(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, name string) error {
+	csrs := m.Client.CertificatesV1alpha1().CertificateSigningRequests()
+	existing, err := csrs.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return &MintError{Reason: "RequestFailed", Err: fmt.Errorf("reading the earlier request %s: %w", name, err)}
+	}
+	if existing.Spec.Username != serveridentity.UserName || existing.Annotations[AnnotationOwner] != string(rc.UID) {
+		return &MintError{Reason: "RequestConflict", Err: fmt.Errorf("the request %s exists and was not made by rekey for this RotatingCredential; rekey leaves it alone (delete it to let this generation be minted)", name)}
+	}
+	uid := existing.UID
+	err = csrs.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return &MintError{Reason: "RequestFailed", Err: fmt.Errorf("removing the earlier request %s: %w", name, err)}
 	}
 	return nil
 }

@@ -41,6 +41,11 @@ func (RandomMinter) Mint(_ context.Context, rc *rotationv1alpha1.RotatingCredent
 	if r == nil {
 		return nil, &MintError{Reason: "InvalidSpec", Err: fmt.Errorf("no random block")}
 	}
+	// Validation refuses such a key; an object stored before it did is
+	// refused here, as a webhook's key is.
+	if msg := validKey(r.Key); msg != "" {
+		return nil, &MintError{Reason: "InvalidSpec", Err: fmt.Errorf("spec.minter.random.key %q: %s", r.Key, msg)}
+	}
 	value, err := randomValue(int(r.Length), r.Alphabet)
 	if err != nil {
 		return nil, &MintError{Reason: "RandomFailed", Err: err}

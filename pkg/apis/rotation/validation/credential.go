@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -159,9 +160,14 @@ func validateMinter(m *rotation.Minter, f *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateSecretKey: a Secret data key, leaving room for the ".old" suffix.
+// validateSecretKey: a Secret data key, leaving room for the ".old" suffix
+// and not ending in it (rekey keeps the previous credential under
+// "<key>.old"; a webhook's keys are held to the same rule).
 func validateSecretKey(f *field.Path, key string) field.ErrorList {
 	var errs field.ErrorList
+	if strings.HasSuffix(key, ".old") {
+		errs = append(errs, field.Invalid(f, key, `must not end in ".old", which rekey keeps for the previous credential`))
+	}
 	for _, msg := range utilvalidation.IsConfigMapKey(key + ".old") {
 		errs = append(errs, field.Invalid(f, key, msg))
 	}

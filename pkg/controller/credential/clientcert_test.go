@@ -1,0 +1,82 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/serveridentity"
+)
+
+func clientCertCredential() *rotationv1alpha1.RotatingCredential {
+	return &rotationv1alpha1.RotatingCredential{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "db", UID: "uid-1"},
+		Spec: rotationv1alpha1.RotatingCredentialSpec{
+			RotationInterval: &metav1.Duration{Duration: time.Hour}, GracePeriod: &metav1.Duration{Duration: time.Minute},
+			Minter: rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterClientCertificate,
+				ClientCertificate: &rotationv1alpha1.ClientCertificateMinter{SignerName: "rekey.io/kube-apiserver-client", CommonName: "app"}}},
+	}
+}
+
+// plantedRequest is a request named like the credential's generation 1.
+func plantedRequest(rc *rotationv1alpha1.RotatingCredential, username, ownerUID string) *certv1alpha1.CertificateSigningRequest {
+	return &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: RequestName(rc, 1), UID: "planted",
+			Labels: map[string]string{LabelManagedBy: ManagedBy}, Annotations: map[string]string{AnnotationOwner: ownerUID}},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{Username: username, SignerName: "rekey.io/kube-apiserver-client"},
+	}
+}
+
+// The request named like a generation's is deleted (mint repeated after a
+// crash) or revoked only when rekey's controllers made it for this
+// RotatingCredential. Anyone with create on requests can make one with that
+// name, rekey's label and the credential's UID in the annotation; only the
+// server sets spec.username, from who created it.
+func TestClientCertificateTouchesOnlyItsOwnRequests(t *testing.T) {
+	t.Parallel()
+	rc := clientCertCredential()
+	for name, planted := range map[string]*certv1alpha1.CertificateSigningRequest{
+		"another user's request with rekey's label and the UID": plantedRequest(rc, "mallory", string(rc.UID)),
+		"rekey's request for another credential":                plantedRequest(rc, serveridentity.UserName, "other-uid"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			client := fake.NewSimpleClientset(planted)
+			m := ClientCertificateMinter{Client: client, Wait: time.Second}
+			_, err := m.Mint(context.Background(), rc, 1)
+			var me *MintError
+			if !errors.As(err, &me) || me.Reason != "RequestConflict" {
+				t.Fatalf("want RequestConflict, got %v", err)
+			}
+			if err := m.Revoke(context.Background(), rc, 1); err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+			got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), planted.Name, metav1.GetOptions{})
+			if err != nil || got.UID != planted.UID {
+				t.Fatalf("the planted request is gone or replaced: %v", err)
+			}
+		})
+	}
+	t.Run("rekey's own earlier request", func(t *testing.T) {
+		t.Parallel()
+		own := plantedRequest(rc, serveridentity.UserName, string(rc.UID))
+		client := fake.NewSimpleClientset(own)
+		m := ClientCertificateMinter{Client: client}
+		if err := m.Revoke(context.Background(), rc, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), own.Name, metav1.GetOptions{}); err == nil {
+			t.Fatal("rekey's own request was not revoked")
+		}
+		// Revoking again (nothing left) is fine.
+		if err := m.Revoke(context.Background(), rc, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
