@@ -1,6 +1,7 @@
 // Package cleaner deletes requests that are finished or abandoned: pending
 // ones after 24h, approved, denied or failed ones an hour after the
-// condition, and any whose certificate has expired.
+// condition, and any whose certificate has expired; and the issuance
+// records of certificates that have expired.
 package cleaner
 
 import (
@@ -17,6 +18,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/issuance"
 )
 
 // Retention periods, as kube-controller-manager's csrcleaner uses them.
@@ -33,7 +35,18 @@ type Controller struct {
 	client   clientset.Interface
 	clock    clock.PassiveClock
 	interval time.Duration
+	records  Records
 }
+
+// Records deletes issuance records (issuance.Recorder); caName "" is
+// every CA.
+type Records interface {
+	Prune(ctx context.Context, caName string, drop func(issuance.Record) bool) (int, error)
+}
+
+// SetRecords makes the cleaner prune the issuance records of expired
+// certificates too.
+func (c *Controller) SetRecords(r Records) { c.records = r }
 
 // pageSize bounds what one list returns, and so what the cleaner holds.
 const pageSize = 500
@@ -48,8 +61,33 @@ func (c *Controller) Run(ctx context.Context) {
 	wait.UntilWithContext(ctx, c.CleanOnce, c.interval)
 }
 
-// CleanOnce deletes every request that is due.
+// CleanOnce deletes every request that is due, and the issuance records of
+// expired certificates.
 func (c *Controller) CleanOnce(ctx context.Context) {
+	c.pruneRecords(ctx)
+	c.cleanRequests(ctx)
+}
+
+// pruneRecords deletes the records of certificates that have expired: an
+// expired certificate is trusted by no one, so a rotation never counts it
+// and nothing else reads its record. Records of a CA deleted without a
+// rotation go the same way, when their certificates expire.
+func (c *Controller) pruneRecords(ctx context.Context) {
+	if c.records == nil {
+		return
+	}
+	now := c.clock.Now()
+	n, err := c.records.Prune(ctx, "", func(r issuance.Record) bool { return now.After(r.NotAfter) })
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Pruning the issuance records of expired certificates", "pruned", n)
+		return
+	}
+	if n > 0 {
+		klog.FromContext(ctx).V(2).Info("Pruned the issuance records of expired certificates", "records", n)
+	}
+}
+
+func (c *Controller) cleanRequests(ctx context.Context) {
 	opts := metav1.ListOptions{Limit: pageSize}
 	for {
 		page, err := c.client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, opts)

@@ -162,6 +162,8 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, authorities, recorder, clk)
 	approverController := approver.NewController(client, signerInformer, opts.Authorizer, clk, TrimForCache)
 	cleanerController := cleaner.NewController(client, clk, opts.CleanerInterval)
+	// The leader prunes the issuance records of expired certificates.
+	cleanerController.SetRecords(recorder)
 
 	var publisherController *publisher.Controller
 	var kubeFactory, defaultNamespace kubeinformers.SharedInformerFactory
