@@ -5,6 +5,8 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -148,6 +151,9 @@ type Server struct {
 
 	embedded *standalone.Etcd
 	etcd     *clientv3.Client
+	// background are the workers started by post-start hooks (controllers,
+	// serving CA); Run waits for them before closing etcd.
+	background sync.WaitGroup
 }
 
 // Complete fills in defaults.
@@ -169,7 +175,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	s := &Server{embedded: c.ExtraConfig.Etcd.Embedded}
 	defer func() {
 		if err != nil {
-			s.close()
+			s.close(klog.FromContext(ctx))
 		}
 	}()
 	if s.embedded != nil {
@@ -217,17 +223,84 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	return s, nil
 }
 
-// Run serves until ctx is done, then closes what New opened.
+// Shutdown timings, fitted to the kubelet's default grace period of 30 s
+// between SIGTERM and SIGKILL (artifacts/deploy sets it explicitly).
+const (
+	// WatchTerminationGracePeriod bounds the wait for open watches to end
+	// once they are told to (they normally end at once).
+	WatchTerminationGracePeriod = 5 * time.Second
+	// ShutdownTimeout bounds the whole shutdown after SIGTERM: past it, the
+	// requests still running are abandoned and etcd is closed anyway, so
+	// that the process always exits, and closes etcd, before the SIGKILL.
+	ShutdownTimeout = 20 * time.Second
+	// controllersStopTimeout bounds the wait for the controllers (and the
+	// leader election's resignation) once the HTTP server has stopped.
+	controllersStopTimeout = 5 * time.Second
+)
+
+// Run serves until ctx is done, then shuts down within ShutdownTimeout:
+// the generic server ends watches and waits for the other requests, the
+// controllers stop (their context ends when the HTTP server stops) and
+// resign leadership, then etcd is closed, the embedded one last. Only then
+// does Run return (nil after a clean shutdown).
 func (s *Server) Run(ctx context.Context) error {
-	defer s.close()
-	return s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	served := make(chan error, 1)
+	prepared := s.GenericAPIServer.PrepareRun()
+	go func() { served <- prepared.RunWithContext(ctx) }()
+	var err error
+	var deadline <-chan time.Time
+	select {
+	case err = <-served:
+		if ctx.Err() == nil {
+			// Serving failed on its own (the port, say): nothing to drain.
+			s.close(logger)
+			return err
+		}
+	case <-ctx.Done():
+		logger.Info("Shutting down: ending watches, waiting for requests in flight", "timeout", ShutdownTimeout)
+		timer := time.NewTimer(ShutdownTimeout)
+		defer timer.Stop()
+		deadline = timer.C
+		select {
+		case err = <-served:
+		case <-deadline:
+			err = fmt.Errorf("requests still running %s after the shutdown began; closing etcd under them", ShutdownTimeout)
+			logger.Error(err, "Shutdown timed out")
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { s.background.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(controllersStopTimeout):
+		logger.Error(nil, "The controllers did not stop in time; closing etcd under them", "waited", controllersStopTimeout)
+	case <-deadline:
+		logger.Error(nil, "The controllers did not stop before the shutdown deadline; closing etcd under them")
+	}
+	s.close(logger)
+	return err
 }
 
-func (s *Server) close() {
+// goBackground runs f as one of the server's background workers, which
+// Run waits for (bounded) before closing etcd.
+func (s *Server) goBackground(f func()) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		f()
+	}()
+}
+
+func (s *Server) close(logger klog.Logger) {
 	if s.embedded != nil {
+		// Close returns once etcd has stopped its raft loop and closed its
+		// WAL and database: the next start needs no recovery.
 		s.embedded.Close()
+		logger.Info("Embedded etcd closed")
 	} else if s.etcd != nil {
 		_ = s.etcd.Close()
+		logger.Info("Etcd client closed")
 	}
 }
 

@@ -35,7 +35,7 @@ func (c completedConfig) installControllers(s *Server, keyStores *certificateaut
 		return err
 	}
 	return s.GenericAPIServer.AddPostStartHook("rekey-controllers", func(hook genericapiserver.PostStartHookContext) error {
-		go s.Controllers.Run(hook, c.controllersClientConfig(hook))
+		s.goBackground(func() { s.Controllers.Run(hook, c.controllersClientConfig(hook)) })
 		return nil
 	})
 }
@@ -67,7 +67,8 @@ func (c completedConfig) installServingCA(s *Server, stores *certificateauthorit
 	return s.GenericAPIServer.AddPostStartHook("rekey-serving-ca", func(hook genericapiserver.PostStartHookContext) error {
 		bindings := cabinding.NewEtcdStore(s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
 		records := issuance.NewRecorder(hook, s.etcd, c.ExtraConfig.Etcd.PrivatePrefix)
-		go servingcert.NewManager(*cfg, host, stores, bindings, records, kube).Run(hook, c.controllersClientConfig(hook))
+		m := servingcert.NewManager(*cfg, host, stores, bindings, records, kube)
+		s.goBackground(func() { m.Run(hook, c.controllersClientConfig(hook)) })
 		return nil
 	})
 }

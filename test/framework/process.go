@@ -120,3 +120,32 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Signal sends sig to the process (nothing when it has ended).
+func (p *Process) Signal(sig os.Signal) error {
+	if p == nil || p.Exited() {
+		return nil
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// WaitExit waits up to timeout for the process to end and reports whether
+// it did; it never signals or kills it.
+func (p *Process) WaitExit(timeout time.Duration) bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// ExitCode is the exit status of an ended process (-1 when a signal ended
+// it, or while it runs).
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}

@@ -191,6 +191,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// so they are set before ApplyTo.
 	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
 	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	// On SIGTERM, tell every open watch to end at once (clients re-list and
+	// re-watch elsewhere or after the restart) instead of letting them hold
+	// the HTTP server's shutdown until the kubelet's SIGKILL; this bounds the
+	// wait for them to go (see docs/operations.md, Shutdown).
+	genericConfig.ShutdownWatchTerminationGracePeriod = apiserver.WatchTerminationGracePeriod
 	// Every response passes through WithoutRedirects: an aggregated server
 	// must never answer 3xx. With a front proxy configured (the condition
 	// under which certificateAuthenticators installs peerverify.FrontProxy),
