@@ -6,6 +6,8 @@ package credential
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -226,7 +228,19 @@ func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCred
 	keys := slices.Sorted(maps.Keys(data))
 	create := secret == nil
 	if create {
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: rc.Spec.SecretRef.Name, Namespace: rc.Namespace}, Type: corev1.SecretTypeOpaque}
+		// The claim's hash goes into status before the create, so that a
+		// Secret created but not recorded (a crash in between) is still
+		// known as rekey's; nothing else a client can write proves it.
+		claim, err := newClaim()
+		if err != nil {
+			return err
+		}
+		rc.Status.SecretClaim, rc.Status.SecretUID = ClaimHash(claim), ""
+		if err := c.updateStatus(ctx, rc); err != nil {
+			return fmt.Errorf("recording the claim on Secret %s/%s: %w", rc.Namespace, rc.Spec.SecretRef.Name, err)
+		}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: rc.Spec.SecretRef.Name, Namespace: rc.Namespace,
+			Annotations: map[string]string{AnnotationClaim: claim}}, Type: corev1.SecretTypeOpaque}
 	} else {
 		secret = secret.DeepCopy()
 		// The previous current keys go unless they are being kept as .old.
@@ -340,6 +354,8 @@ func (c *Controller) record(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	next := metav1.NewTime(sec.MintTime.Add(rc.Spec.RotationInterval.Duration))
 	st.ObservedGeneration = rc.Generation
 	st.CredentialGeneration = sec.Generation
+	// From now on only this Secret is rekey's (CreatedByRekey).
+	st.SecretUID, st.SecretClaim = secret.UID, ""
 	st.MintTime, st.NextRotationTime = &mint, &next
 	st.Phase = expectedPhase(sec)
 	st.GraceEndsTime = nil
@@ -394,6 +410,15 @@ func setNotDegraded(rc *rotationv1alpha1.RotatingCredential, now metav1.Time) {
 func (c *Controller) updateStatus(ctx context.Context, rc *rotationv1alpha1.RotatingCredential) error {
 	_, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
 	return err
+}
+
+// newClaim is a random value only the Secret rekey creates carries.
+func newClaim() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("making a claim: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // validKey says what is wrong with a Secret key, or "".

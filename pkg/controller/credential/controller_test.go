@@ -5,14 +5,20 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -30,6 +36,7 @@ type harness struct {
 	clock   *clocktesting.FakeClock
 	indexer cache.Indexer
 	steps   []StepKind
+	uids    atomic.Int64
 }
 
 func newHarness(t *testing.T, rc *rotationv1alpha1.RotatingCredential, minter Minter) *harness {
@@ -42,6 +49,12 @@ func newHarness(t *testing.T, rc *rotationv1alpha1.RotatingCredential, minter Mi
 		minters: map[rotationv1alpha1.MinterType]Minter{rc.Spec.Minter.Type: minter},
 		slots:   map[rotationv1alpha1.MinterType]chan struct{}{rc.Spec.Minter.Type: make(chan struct{}, 1)},
 	}
+	// kube-apiserver gives every object a UID; the fake does not.
+	h.kube.PrependReactor("create", "secrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		s := a.(clienttesting.CreateAction).GetObject().(*corev1.Secret)
+		s.UID = types.UID("uid-" + s.Name + "-" + strconv.Itoa(int(h.uids.Add(1))))
+		return false, nil, nil
+	})
 	h.c.afterStep = func(s StepKind) { h.steps = append(h.steps, s) }
 	h.refresh()
 	return h

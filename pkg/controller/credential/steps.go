@@ -2,6 +2,7 @@ package credential
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"slices"
 	"strconv"
@@ -29,6 +30,9 @@ const (
 	AnnotationRotatingFrom  = "rotation.rekey.io/rotating-from"
 	AnnotationOldGeneration = "rotation.rekey.io/old-generation"
 	AnnotationOldKeys       = "rotation.rekey.io/old-keys"
+	// AnnotationClaim is the random value whose SHA-256 rekey recorded in
+	// status (secretClaim) before it created the Secret.
+	AnnotationClaim = "rotation.rekey.io/claim"
 
 	// OldSuffix marks the previous credential's keys during a grace period.
 	OldSuffix = ".old"
@@ -110,6 +114,12 @@ func Checksum(data map[string][]byte, keys []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// ClaimHash is what status records of a claim: its hex SHA-256.
+func ClaimHash(claim string) string {
+	sum := sha256.Sum256([]byte(claim))
+	return hex.EncodeToString(sum[:])
+}
+
 // Observed is what one reconcile looks at.
 type Observed struct {
 	RC     *rotationv1alpha1.RotatingCredential
@@ -129,8 +139,8 @@ func Next(o Observed) Plan {
 		return Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret is missing"}
 	}
 	s := o.Secret
-	if s.Labels[LabelManagedBy] != ManagedBy || (s.Annotations[AnnotationOwner] != "" && s.Annotations[AnnotationOwner] != string(rc.UID)) {
-		return Plan{Step: StepRefuse, Reason: "Secret " + s.Name + " exists and is not managed by this RotatingCredential (label " + LabelManagedBy + "=" + ManagedBy + " and its UID)"}
+	if !CreatedByRekey(rc, s) {
+		return Plan{Step: StepRefuse, Reason: "Secret " + s.Name + " exists and was not created by rekey for this RotatingCredential (its UID is not the one rekey recorded); rekey never writes into a Secret it did not create: delete it, or name another Secret"}
 	}
 	sec := ReadSecret(s)
 	if sec.Generation == 0 || sec.MintTime.IsZero() {
@@ -153,13 +163,16 @@ func Next(o Observed) Plan {
 	}
 	// Status keeps times to the second (metav1.Time), so they are
 	// compared to the second.
-	if p := expectedPhase(sec); sec.Generation != st.CredentialGeneration || st.MintTime == nil || st.MintTime.Unix() != sec.MintTime.Unix() || st.Phase != p {
+	if p := expectedPhase(sec); sec.Generation != st.CredentialGeneration || st.MintTime == nil || st.MintTime.Unix() != sec.MintTime.Unix() || st.Phase != p || st.SecretUID != s.UID {
 		return Plan{Step: StepRecord, Generation: sec.Generation, Reason: "status does not show the Secret's credential yet"}
 	}
 	interval, grace := rc.Spec.RotationInterval.Duration, rc.Spec.GracePeriod.Duration
 	if sec.OldGeneration > 0 {
 		graceEnds := sec.MintTime.Add(grace)
-		if t := st.CompletionRequestedTime; t != nil && !t.Time.Before(sec.MintTime) {
+		// /rotate Complete names the generation whose grace period it
+		// ends (the server stamps it): never a later one, whatever the
+		// clock says.
+		if st.CompletionRequestedGeneration > 0 && st.CompletionRequestedGeneration == sec.Generation {
 			graceEnds = o.Now
 		}
 		if o.Now.Before(graceEnds) {
@@ -174,12 +187,39 @@ func Next(o Observed) Plan {
 	switch {
 	case !o.Now.Before(due):
 		return Plan{Step: StepCopyOld, Generation: sec.Generation, Reason: "the rotation interval passed"}
-	case st.RotationRequestedTime != nil && !st.RotationRequestedTime.Time.Before(sec.MintTime):
+	// /rotate Start names the generation it asks to replace (the server
+	// stamps the current one): any later mint served it, so one Start
+	// makes exactly one new generation.
+	case st.RotationRequestedGeneration > 0 && st.RotationRequestedGeneration >= sec.Generation:
 		return Plan{Step: StepCopyOld, Generation: sec.Generation, Reason: "a rotation was asked for (/rotate Start)"}
 	case o.DueReason != "":
 		return Plan{Step: StepCopyOld, Generation: sec.Generation, Reason: o.DueReason}
 	}
 	return Plan{Step: StepWait, At: due, Reason: "the next rotation is due then"}
+}
+
+// CreatedByRekey says whether s is the Secret rekey created for rc, from
+// what only rekey writes: the Secret's UID that status recorded when rekey
+// created it, or, between the create and that record (a crash), the claim
+// whose hash rekey recorded in status before the create. Labels and
+// annotations prove nothing: anyone who may write Secrets can set them.
+func CreatedByRekey(rc *rotationv1alpha1.RotatingCredential, s *corev1.Secret) bool {
+	st := &rc.Status
+	switch {
+	case st.SecretUID != "":
+		return s.UID == st.SecretUID
+	case st.SecretClaim != "":
+		claim, ok := s.Annotations[AnnotationClaim]
+		return ok && subtle.ConstantTimeCompare([]byte(ClaimHash(claim)), []byte(st.SecretClaim)) == 1
+	}
+	// A RotatingCredential whose status recorded a mint before rekey
+	// recorded Secret UIDs (status has neither): its Secret is recognised
+	// once by the marks that version wrote, matching status, and its UID
+	// is recorded from then on. A new RotatingCredential never takes this
+	// path: its first record writes the UID with the generation.
+	sec := ReadSecret(s)
+	return st.CredentialGeneration > 0 && s.Labels[LabelManagedBy] == ManagedBy && s.Annotations[AnnotationOwner] == string(rc.UID) &&
+		sec.Generation == st.CredentialGeneration && st.MintTime != nil && st.MintTime.Unix() == sec.MintTime.Unix()
 }
 
 // expectedPhase is the phase status shows for a Secret.

@@ -25,7 +25,7 @@ func newRC() *rotationv1alpha1.RotatingCredential {
 // managed is a Secret rekey wrote for generation gen minted at mint.
 func managed(gen int64, mint time.Time, value string) *corev1.Secret {
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team", Labels: map[string]string{LabelManagedBy: ManagedBy},
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team", UID: secretUID, Labels: map[string]string{LabelManagedBy: ManagedBy},
 			Annotations: map[string]string{AnnotationOwner: "uid-1", AnnotationGeneration: strconv.FormatInt(gen, 10),
 				AnnotationMintTime: mint.Format(time.RFC3339Nano), AnnotationKeys: "token"}},
 		Data: map[string][]byte{"token": []byte(value)},
@@ -34,11 +34,28 @@ func managed(gen int64, mint time.Time, value string) *corev1.Secret {
 	return s
 }
 
-// recorded is rc with status showing generation gen minted at mint.
+// secretUID is the UID of the Secret rekey created in these tests.
+const secretUID = "secret-uid-1"
+
+// recorded is rc with status showing generation gen minted at mint into
+// the Secret rekey created (UID secretUID).
 func recorded(rc *rotationv1alpha1.RotatingCredential, gen int64, mint time.Time, phase rotationv1alpha1.CredentialPhase) *rotationv1alpha1.RotatingCredential {
 	m := metav1.NewTime(mint)
 	rc.Status.CredentialGeneration, rc.Status.MintTime, rc.Status.Phase = gen, &m, phase
+	rc.Status.SecretUID = secretUID
 	return rc
+}
+
+// with applies f to rc and returns it.
+func with(rc *rotationv1alpha1.RotatingCredential, f func(*rotationv1alpha1.RotatingCredentialStatus)) *rotationv1alpha1.RotatingCredential {
+	f(&rc.Status)
+	return rc
+}
+
+// completedAt is the Secret after generation gen, minted at mint, had its
+// predecessor revoked.
+func completedAt(gen int64, mint time.Time) *corev1.Secret {
+	return managed(gen, mint, "v"+strconv.FormatInt(gen, 10))
 }
 
 // copied is s after CopyOld.
@@ -72,6 +89,55 @@ func TestNextFromEveryState(t *testing.T) {
 		"the Secret deleted by hand": {rc: recorded(newRC(), 3, t0, rotationv1alpha1.CredentialCompleted), now: t0.Add(time.Minute),
 			want: Plan{Step: StepMint, Generation: 4, Old: 3}},
 		"a Secret that is not rekey's": {rc: newRC(), secret: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}}, want: Plan{Step: StepRefuse}},
+		// Ownership is what only rekey writes: the Secret's UID recorded in
+		// status when rekey created it, never a label or an annotation.
+		"a Secret labelled by hand": {rc: newRC(), secret: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", UID: "made-by-a-user",
+			Labels: map[string]string{LabelManagedBy: ManagedBy}}, Data: map[string][]byte{"token": []byte("the user's")}}, want: Plan{Step: StepRefuse}},
+		"a Secret carrying every marker of rekey's, made by hand before the first mint": {rc: newRC(), secret: func() *corev1.Secret {
+			s := managed(1, t0, "v1")
+			s.UID = "made-by-a-user"
+			return s
+		}(), now: t0, want: Plan{Step: StepRefuse}},
+		"rekey's Secret deleted and a copy of it made by hand": {rc: recorded(newRC(), 1, t0, ""), secret: func() *corev1.Secret {
+			s := managed(1, t0, "v1")
+			s.UID = "made-by-a-user"
+			return s
+		}(), now: t0.Add(time.Minute), want: Plan{Step: StepRefuse}},
+		"created by rekey, the crash before recording it (the claim matches)": {rc: with(newRC(), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			st.SecretClaim = ClaimHash("n0nce")
+		}), secret: func() *corev1.Secret {
+			s := managed(1, t0, "v1")
+			s.Annotations[AnnotationClaim] = "n0nce"
+			return s
+		}(), now: t0, want: Plan{Step: StepRecord, Generation: 1}},
+		"a claim that does not match": {rc: with(newRC(), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			st.SecretClaim = ClaimHash("n0nce")
+		}), secret: func() *corev1.Secret {
+			s := managed(1, t0, "v1")
+			s.Annotations[AnnotationClaim] = "guessed"
+			return s
+		}(), now: t0, want: Plan{Step: StepRefuse}},
+		"a Secret of an earlier rekey version (no UID recorded yet)": {rc: with(recorded(newRC(), 1, t0, ""), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			st.SecretUID = ""
+		}), secret: managed(1, t0, "v1"), now: t0.Add(time.Minute), want: Plan{Step: StepRecord, Generation: 1}},
+		// /rotate is served by generation, not by time: a mint in the same
+		// second as the Start serves it once.
+		"a Start served by a mint in the same second, after its grace period": {rc: with(recorded(newRC(), 2, t0, rotationv1alpha1.CredentialCompleted), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			at := metav1.NewTime(t0)
+			st.RotationRequestedTime, st.RotationRequestedGeneration = &at, 1
+			// The Secret's mint time is kept to the second, as the Start's.
+		}), secret: completedAt(2, t0), now: t0.Add(11 * time.Minute), want: Plan{Step: StepWait, At: t0.Add(time.Hour)}},
+		"a Start asking to replace the current generation": {rc: with(recorded(newRC(), 2, t0, rotationv1alpha1.CredentialCompleted), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			st.RotationRequestedGeneration = 2
+		}), secret: completedAt(2, t0), now: t0.Add(11 * time.Minute), want: Plan{Step: StepCopyOld, Generation: 2}},
+		"a Complete a few seconds after a Start ends that grace period only": {rc: with(recorded(newRC(), 3, t0.Add(3*time.Second), rotationv1alpha1.CredentialRotating), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			start, complete := metav1.NewTime(t0), metav1.NewTime(t0.Add(3*time.Second))
+			st.RotationRequestedTime, st.RotationRequestedGeneration = &start, 1
+			st.CompletionRequestedTime, st.CompletionRequestedGeneration = &complete, 2
+		}), secret: rotated(2, t0.Add(3*time.Second)), now: t0.Add(4 * time.Second), want: Plan{Step: StepWait, At: t0.Add(10*time.Minute + 3*time.Second)}},
+		"a Complete of the current grace period": {rc: with(recorded(newRC(), 2, t0, rotationv1alpha1.CredentialRotating), func(st *rotationv1alpha1.RotatingCredentialStatus) {
+			st.CompletionRequestedGeneration = 2
+		}), secret: rotated(1, t0), now: t0.Add(time.Second), want: Plan{Step: StepRevoke, Generation: 2, Old: 1}},
 		"another RotatingCredential's Secret": {rc: newRC(), secret: func() *corev1.Secret {
 			s := managed(1, t0, "v1")
 			s.Annotations[AnnotationOwner] = "uid-2"
@@ -81,22 +147,26 @@ func TestNextFromEveryState(t *testing.T) {
 			now: t0.Add(time.Hour), want: Plan{Step: StepRecord, Generation: 2}},
 		"recorded through the API (to the second) from a Secret whose mint time has nanoseconds": {rc: recorded(newRC(), 1, t0, ""),
 			secret: managed(1, t0.Add(123456789), "v1"), now: t0.Add(time.Minute), want: Plan{Step: StepWait, At: t0.Add(time.Hour + 123456789)}},
-		"first mint, not recorded": {rc: newRC(), secret: managed(1, t0, "v1"), now: t0, want: Plan{Step: StepRecord, Generation: 1}},
+		"first mint, not recorded": {rc: with(newRC(), func(st *rotationv1alpha1.RotatingCredentialStatus) { st.SecretClaim = ClaimHash("c") }), secret: func() *corev1.Secret {
+			s := managed(1, t0, "v1")
+			s.Annotations[AnnotationClaim] = "c"
+			return s
+		}(), now: t0, want: Plan{Step: StepRecord, Generation: 1}},
 		"current, not due": {rc: recorded(newRC(), 1, t0, ""), secret: managed(1, t0, "v1"), now: t0.Add(30 * time.Minute),
 			want: Plan{Step: StepWait, At: t0.Add(time.Hour)}},
 		"due": {rc: recorded(newRC(), 1, t0, ""), secret: managed(1, t0, "v1"), now: t0.Add(time.Hour), want: Plan{Step: StepCopyOld, Generation: 1}},
 		"asked for (/rotate Start)": {rc: func() *rotationv1alpha1.RotatingCredential {
 			rc := recorded(newRC(), 1, t0, "")
 			at := metav1.NewTime(t0.Add(time.Minute))
-			rc.Status.RotationRequestedTime = &at
+			rc.Status.RotationRequestedTime, rc.Status.RotationRequestedGeneration = &at, 1
 			return rc
 		}(), secret: managed(1, t0, "v1"), now: t0.Add(2 * time.Minute), want: Plan{Step: StepCopyOld, Generation: 1}},
 		"a Start asked before the current mint is spent": {rc: func() *rotationv1alpha1.RotatingCredential {
-			rc := recorded(newRC(), 1, t0, "")
+			rc := recorded(newRC(), 2, t0, rotationv1alpha1.CredentialCompleted)
 			at := metav1.NewTime(t0.Add(-time.Minute))
-			rc.Status.RotationRequestedTime = &at
+			rc.Status.RotationRequestedTime, rc.Status.RotationRequestedGeneration = &at, 1
 			return rc
-		}(), secret: managed(1, t0, "v1"), now: t0.Add(2 * time.Minute), want: Plan{Step: StepWait, At: t0.Add(time.Hour)}},
+		}(), secret: managed(2, t0, "v2"), now: t0.Add(2 * time.Minute), want: Plan{Step: StepWait, At: t0.Add(time.Hour)}},
 		"its CA rotated": {rc: recorded(newRC(), 1, t0, ""), secret: managed(1, t0, "v1"), now: t0.Add(time.Minute), due: "CA",
 			want: Plan{Step: StepCopyOld, Generation: 1}},
 		"the .old keys equal the current ones (copied, not minted)": {rc: recorded(newRC(), 1, t0, ""), secret: copied(managed(1, t0, "v1")),
@@ -108,7 +178,7 @@ func TestNextFromEveryState(t *testing.T) {
 		"completed early (/rotate Complete)": {rc: func() *rotationv1alpha1.RotatingCredential {
 			rc := recorded(newRC(), 2, t0, rotationv1alpha1.CredentialRotating)
 			at := metav1.NewTime(t0.Add(time.Minute))
-			rc.Status.CompletionRequestedTime = &at
+			rc.Status.CompletionRequestedTime, rc.Status.CompletionRequestedGeneration = &at, 2
 			return rc
 		}(), secret: rotated(1, t0), now: t0.Add(2 * time.Minute), want: Plan{Step: StepRevoke, Generation: 2, Old: 1}},
 		"revoked, not recorded": {rc: recorded(newRC(), 2, t0, rotationv1alpha1.CredentialRotating), secret: managed(2, t0, "v2"), now: t0.Add(11 * time.Minute),

@@ -85,10 +85,16 @@ func transition(stored runtime.Object, rot *rotation.Rotation, now metav1.Time) 
 	if err := validation.CheckCredentialTransition(rc, rot); err != nil {
 		return nil, apierrors.NewConflict(rotation.Resource("rotatingcredentials"), rc.Name, err)
 	}
+	// The request names the generation it is about, from the stored
+	// status: Start asks to replace it, Complete to end its grace period.
+	// The controller serves a request by generation, never by comparing
+	// times (status keeps them to the second, and a mint takes less).
 	if rot.Action == rotation.RotationStart {
 		rc.Status.RotationRequestedTime = &now
+		rc.Status.RotationRequestedGeneration = rc.Status.CredentialGeneration
 	} else {
 		rc.Status.CompletionRequestedTime = &now
+		rc.Status.CompletionRequestedGeneration = rc.Status.CredentialGeneration
 	}
 	return rc, nil
 }

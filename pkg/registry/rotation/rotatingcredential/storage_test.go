@@ -26,6 +26,20 @@ func TestTransition(t *testing.T) {
 	if err != nil || got.(*rotation.RotatingCredential).Status.CompletionRequestedTime == nil {
 		t.Fatalf("Complete when Rotating: %v", err)
 	}
+	// Each request names the generation it is about (the stored one), so
+	// that the controller serves it once whatever the clock says.
+	rc := credentialIn(rotation.CredentialCompleted)
+	rc.Status.CredentialGeneration = 4
+	got, err = transition(rc, &rotation.Rotation{Action: rotation.RotationStart}, now)
+	if err != nil || got.(*rotation.RotatingCredential).Status.RotationRequestedGeneration != 4 {
+		t.Fatalf("Start of generation 4: %v, %+v", err, got)
+	}
+	rc = credentialIn(rotation.CredentialRotating)
+	rc.Status.CredentialGeneration = 5
+	got, err = transition(rc, &rotation.Rotation{Action: rotation.RotationComplete}, now)
+	if err != nil || got.(*rotation.RotatingCredential).Status.CompletionRequestedGeneration != 5 {
+		t.Fatalf("Complete of generation 5: %v, %+v", err, got)
+	}
 	if _, err := transition(credentialIn(rotation.CredentialRotating), &rotation.Rotation{Action: rotation.RotationStart}, now); !apierrors.IsConflict(err) {
 		t.Fatalf("Start during a grace period: %v, want 409", err)
 	}
@@ -54,5 +68,18 @@ func TestStatusIsTheControllers(t *testing.T) {
 	}
 	if errs := (statusStrategy{s}).ValidateUpdate(context.Background(), updated, old); len(errs) == 0 {
 		t.Fatal("a /status write without rekey's identity was accepted")
+	}
+}
+
+// Only /rotate records a request: a status write from a stale copy keeps
+// the stored ones.
+func TestStatusWritesKeepRotateRequests(t *testing.T) {
+	s := NewStrategy(runtime.NewScheme())
+	old := credentialIn(rotation.CredentialCompleted)
+	old.Status.RotationRequestedGeneration, old.Status.CompletionRequestedGeneration = 3, 2
+	updated := credentialIn(rotation.CredentialRotating)
+	(statusStrategy{s}).PrepareForUpdate(context.Background(), updated, old)
+	if updated.Status.RotationRequestedGeneration != 3 || updated.Status.CompletionRequestedGeneration != 2 || updated.Status.Phase != rotation.CredentialRotating {
+		t.Fatalf("status write: %+v", updated.Status)
 	}
 }

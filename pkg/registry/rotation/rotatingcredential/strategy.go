@@ -78,11 +78,16 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return map[fieldpath.APIVersion]*fieldpath.Set{apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
 }
 
-// PrepareForUpdate keeps spec and metadata.
+// PrepareForUpdate keeps spec and metadata, and the /rotate requests:
+// only /rotate records them, so a status write made from a stale copy
+// cannot drop a request.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	rc, prev := obj.(*rotation.RotatingCredential), old.(*rotation.RotatingCredential)
 	rc.Spec = prev.Spec
 	registry.KeepMetadata(rc, prev)
+	st, was := &rc.Status, &prev.Status
+	st.RotationRequestedTime, st.RotationRequestedGeneration = was.RotationRequestedTime, was.RotationRequestedGeneration
+	st.CompletionRequestedTime, st.CompletionRequestedGeneration = was.CompletionRequestedTime, was.CompletionRequestedGeneration
 }
 
 // ValidateUpdate refuses anyone but rekey's controllers, then checks status.
