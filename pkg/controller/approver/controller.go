@@ -1,6 +1,12 @@
-// Package approver approves node client certificate requests for signers in
-// NodeClient mode when a SubjectAccessReview says the requester may have
-// them. Nothing else is ever auto-approved.
+// Package approver approves, for the signers that approve without a person
+// (issuer.AutoApproves), what the create of a request could not decide:
+// node client certificate requests in NodeClient mode when a
+// SubjectAccessReview says the requester may have them, and node serving
+// certificate requests in NodeServing mode whose addresses are the Node's
+// (issuer.DecideNodeServing). Requests in Attestation mode are decided at
+// their create only (their evidence answers a single-use challenge, and
+// their names are checked there): this controller never approves one.
+// Nothing else is ever auto-approved.
 package approver
 
 import (
@@ -18,6 +24,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/controller/csrcontroller"
 	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -90,7 +97,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 		// Left to a person, with the reason where they will look. One
 		// request's refusal does not hold up the others.
 		if c.events != nil {
-			c.events.Eventf(csr, corev1.EventTypeWarning, "NotAutoApproved", "Not approved automatically: %s", refusal.Reason)
+			c.events.Event(csr, corev1.EventTypeWarning, "NotAutoApproved", message.CapEvent("Not approved automatically: "+refusal.Reason))
 		}
 		klog.FromContext(ctx).V(2).Info("Not auto-approving", "csr", csr.Name, "reason", refusal.Reason)
 		return nil
@@ -105,7 +112,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	updated := csr.DeepCopy()
 	now := metav1.NewTime(c.clock.Now())
 	updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
-		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: approval.Reason, Message: approval.Message,
+		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: approval.Reason, Message: message.Cap(approval.Message),
 		LastUpdateTime: now, LastTransitionTime: now,
 	})
 	_, err = c.client.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, updated, metav1.UpdateOptions{FieldManager: "rekey-approver"})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -261,13 +262,15 @@ func (c *Controller) notReady(status *rotationv1alpha1.CertificateAuthorityStatu
 	setCondition(status, metav1.ConditionFalse, reason, message, c.clock.Now())
 }
 
-func setCondition(status *rotationv1alpha1.CertificateAuthorityStatus, s metav1.ConditionStatus, reason, message string, now time.Time) {
+func setCondition(status *rotationv1alpha1.CertificateAuthorityStatus, s metav1.ConditionStatus, reason, msg string, now time.Time) {
+	// Validation refuses a longer message (key store errors are quoted).
+	msg = message.Cap(msg)
 	if cur := apimeta.FindStatusCondition(status.Conditions, rotationv1alpha1.CertificateAuthorityReady); cur != nil &&
-		cur.Status == s && cur.Reason == reason && cur.Message == message {
+		cur.Status == s && cur.Reason == reason && cur.Message == msg {
 		return
 	}
 	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: rotationv1alpha1.CertificateAuthorityReady, Status: s, Reason: reason, Message: message,
+		Type: rotationv1alpha1.CertificateAuthorityReady, Status: s, Reason: reason, Message: msg,
 		LastTransitionTime: metav1.NewTime(now),
 	})
 }

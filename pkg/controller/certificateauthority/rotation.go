@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apis/rotation/validation"
 	"rekey.io/rekey/pkg/issuance"
@@ -89,7 +90,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 
 func (c *Controller) event(ca *rotationv1alpha1.CertificateAuthority, reason, format string, args ...any) {
 	if c.events != nil {
-		c.events.Eventf(ca, corev1.EventTypeNormal, reason, format, args...)
+		c.events.Event(ca, corev1.EventTypeNormal, reason, message.CapEvent(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/csrcontroller"
@@ -171,7 +172,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	if outcome.Failure != nil {
 		now := metav1.NewTime(c.clock.Now())
 		updated.Status.Conditions = append(updated.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
-			Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: outcome.Failure.Reason, Message: outcome.Failure.Message,
+			Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: outcome.Failure.Reason, Message: message.Cap(outcome.Failure.Message),
 			LastUpdateTime: now, LastTransitionTime: now,
 		})
 	} else {
@@ -218,7 +219,7 @@ func (c *Controller) handleSigner(ctx context.Context, s *certv1alpha1.Signer) (
 	cond := metav1.Condition{Type: certv1alpha1.SignerReady, Status: metav1.ConditionTrue, Reason: "CAReady",
 		Message: fmt.Sprintf("signing with CertificateAuthority %q", s.Spec.CertificateAuthorityRef.Name), ObservedGeneration: s.Generation}
 	if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CAUnavailable", err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CAUnavailable", message.Cap(err.Error())
 		// Look again soon: the CA may be on its way.
 		recheck = 5 * time.Second
 	}

@@ -296,3 +296,24 @@ func TestCASigningStateChanged(t *testing.T) {
 		t.Fatal("caSigningStateChanged does not follow the certificate and the Ready condition")
 	}
 }
+
+// TestHandleCapsTheFailedMessage: a refusal that quotes a 20,000-character
+// subject attribute is written as a Failed condition validation accepts,
+// so the request stays writable (a later Deny, the cleaner's bookkeeping).
+func TestHandleCapsTheFailedMessage(t *testing.T) {
+	f := newFixture(t, certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth},
+		Subject: certv1alpha1.SubjectPolicy{CommonNamePrefix: "team-"}}, true)
+	csr := approvedCSR(t, "example.com/team", fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: strings.Repeat("é", 20000)}), certv1alpha1.UsageClientAuth)
+	if err := f.c.Handle(context.Background(), csr); err != nil {
+		t.Fatal(err)
+	}
+	actions := f.client.Actions()
+	if len(actions) != 1 {
+		t.Fatalf("actions %v", actions)
+	}
+	updated := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.CertificateSigningRequest)
+	failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]
+	if failed.Type != certv1alpha1.CertificateFailed || len(failed.Message) > validation.MaxConditionMessageLength || !strings.Contains(failed.Message, "commonNamePrefix") {
+		t.Fatalf("Failed condition of %d bytes: %.200s", len(failed.Message), failed.Message)
+	}
+}

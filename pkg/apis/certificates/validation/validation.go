@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/message"
 )
 
 const (
@@ -30,8 +31,9 @@ const (
 	MinExpirationSeconds = 600
 	// maxSignerPathLength lets "<domain>/<path>" fit the 571 characters of seed 003.
 	maxSignerPathLength = utilvalidation.DNS1123SubdomainMaxLength + utilvalidation.DNS1123LabelMaxLength + 1
-	// MaxConditionMessageLength caps free-form condition text.
-	MaxConditionMessageLength = 32 * 1024
+	// MaxConditionMessageLength caps free-form condition text; rekey's
+	// own writers cap theirs with package message.
+	MaxConditionMessageLength = message.MaxLength
 	// maxConditionReasonLength caps condition reasons.
 	maxConditionReasonLength = 1024
 	// MaxConditions caps status.conditions. With the other caps, a request

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/attestation"
+	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/attest"
 )
 
@@ -70,12 +71,9 @@ func (w *StatusWriter) Write(ctx context.Context, name string, change func(*atte
 
 // SetReady sets the Ready condition, keeping its transition time when its
 // status does not change.
-func SetReady(n *attestation.NodeAttestation, status metav1.ConditionStatus, reason, message string, now time.Time) {
-	if len(message) > 32*1024 {
-		message = message[:32*1024]
-	}
+func SetReady(n *attestation.NodeAttestation, status metav1.ConditionStatus, reason, msg string, now time.Time) {
 	meta.SetStatusCondition(&n.Status.Conditions, metav1.Condition{
-		Type: ConditionReady, Status: status, Reason: reason, Message: message, ObservedGeneration: n.Generation, LastTransitionTime: metav1.NewTime(now),
+		Type: ConditionReady, Status: status, Reason: reason, Message: message.Cap(msg), ObservedGeneration: n.Generation, LastTransitionTime: metav1.NewTime(now),
 	})
 }
 

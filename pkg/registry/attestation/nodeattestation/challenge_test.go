@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"rekey.io/rekey/pkg/apis/attestation"
+	"rekey.io/rekey/pkg/apis/attestation/validation"
+	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/attest"
 )
 
@@ -122,4 +125,20 @@ func TestChallengeREST(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// TestSetReadyCapsTheMessage: the Ready condition's message is valid UTF-8
+// within metav1's limit however long the refusal it quotes, and is not cut
+// inside a character (JSON would turn the broken bytes into longer U+FFFD
+// and the next write of the status would be refused).
+func TestSetReadyCapsTheMessage(t *testing.T) {
+	n := &attestation.NodeAttestation{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1, ResourceVersion: "1"}}
+	SetReady(n, metav1.ConditionFalse, "WrongSubject", "a"+strings.Repeat("é", 20000), time.Now())
+	got := n.Status.Conditions[0].Message
+	if len(got) > message.MaxLength || !utf8.ValidString(got) {
+		t.Fatalf("message of %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+	}
+	if errs := validation.ValidateNodeAttestationStatusUpdate(n, n); len(errs) > 0 {
+		t.Fatalf("status fails validation: %v", errs)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/issuer"
 )
 
@@ -195,11 +196,13 @@ func needsCertificate(csr *certificates.CertificateSigningRequest) bool {
 }
 
 // applyOutcome writes an outcome into the object about to be stored, with
-// the conditions stamped now and ownership recorded in managedFields.
+// the conditions stamped now and ownership recorded in managedFields. The
+// write happens after validation, so messages are capped here to what
+// validation accepts: a longer one would refuse every later write.
 func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcome, now metav1.Time) {
 	addCondition := func(t certificates.RequestConditionType, d *issuer.Decision) {
 		csr.Status.Conditions = append(csr.Status.Conditions, certificates.CertificateSigningRequestCondition{
-			Type: t, Status: metav1.ConditionTrue, Reason: d.Reason, Message: d.Message, LastUpdateTime: now, LastTransitionTime: now,
+			Type: t, Status: metav1.ConditionTrue, Reason: d.Reason, Message: message.Cap(d.Message), LastUpdateTime: now, LastTransitionTime: now,
 		})
 	}
 	if a := out.Attestation; a != nil && findCondition(csr, certificates.CertificateAttested) == nil {
@@ -208,7 +211,7 @@ func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcom
 			status = metav1.ConditionTrue
 		}
 		csr.Status.Conditions = append(csr.Status.Conditions, certificates.CertificateSigningRequestCondition{
-			Type: certificates.CertificateAttested, Status: status, Reason: a.Reason, Message: a.Message, LastUpdateTime: now, LastTransitionTime: now,
+			Type: certificates.CertificateAttested, Status: status, Reason: a.Reason, Message: message.Cap(a.Message), LastUpdateTime: now, LastTransitionTime: now,
 		})
 		addOwnership(csr, managerApprover, "approval", now, conditionPaths(certificates.CertificateAttested)...)
 	}

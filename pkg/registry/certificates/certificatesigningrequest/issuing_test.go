@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/issuer"
 )
 
@@ -349,5 +350,37 @@ func TestCreateWriteCarriesTheAttestation(t *testing.T) {
 		if !owned {
 			t.Fatalf("passed=%v: managed fields %+v", passed, csr.ManagedFields)
 		}
+	}
+}
+
+// TestStoredMessagesPassValidation: every condition an outcome adds
+// (Attested, Approved, Failed) has a message validation accepts, however
+// long the decision's (one quoting a 20,000-character subject attribute),
+// so that later writes of the request (a person's Deny) are not refused.
+func TestStoredMessagesPassValidation(t *testing.T) {
+	huge := issuer.Decision{Reason: "R", Message: strings.Repeat("é", 20000)}
+	for name, out := range map[string]issuer.Outcome{
+		"attested and approved":  {Attestation: &issuer.Attestation{Passed: true, Decision: huge}, Approval: &huge, Certificate: []byte("cert")},
+		"refused at attestation": {Attestation: &issuer.Attestation{Decision: huge}},
+		"approved and failed":    {Approval: &huge, Failure: &huge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			inner := &recordingStorage{}
+			s := &issuingStorage{Interface: inner, issuer: &fakeIssuer{outcome: out}, clock: clocktesting.NewFakePassiveClock(now)}
+			ctx, w := withWrite(context.Background())
+			if err := w.afterCreateValidation(nil)(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Create(ctx, "k", newCSR(t), nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			csr := inner.written.(*certificates.CertificateSigningRequest)
+			if len(csr.Status.Conditions) == 0 {
+				t.Fatal("nothing stored")
+			}
+			if errs := validation.ValidateCertificateSigningRequestStatusUpdate(csr, csr); len(errs) > 0 {
+				t.Fatalf("the stored request fails validation on its next write: %v", errs)
+			}
+		})
 	}
 }
