@@ -13,6 +13,7 @@ type MemoryStore struct {
 	byNode     map[string]*Binding
 	challenges map[string]StoredChallenge
 	attempts   map[string][]time.Time
+	revision   int64
 }
 
 // NewMemoryStore returns an empty store.
@@ -49,26 +50,40 @@ func (s *MemoryStore) Bind(_ context.Context, b Binding) error {
 func (s *MemoryStore) PutChallenge(_ context.Context, node string, c StoredChallenge) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.revision++
+	c.Revision = s.revision
 	s.challenges[node] = c
 	return nil
 }
 
-// TakeChallenge implements Store.
-func (s *MemoryStore) TakeChallenge(_ context.Context, node string) (*StoredChallenge, error) {
+// GetChallenge implements Store.
+func (s *MemoryStore) GetChallenge(_ context.Context, node string) (*StoredChallenge, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.challenges[node]
 	if !ok {
 		return nil, nil
 	}
-	delete(s.challenges, node)
 	return &c, nil
 }
 
-// Attempt implements Store.
-func (s *MemoryStore) Attempt(_ context.Context, fp string, now time.Time) (int, error) {
+// TakeChallenge implements Store.
+func (s *MemoryStore) TakeChallenge(_ context.Context, node string, read *StoredChallenge) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c, ok := s.challenges[node]
+	if !ok || read == nil || c.Revision != read.Revision {
+		return false, nil
+	}
+	delete(s.challenges, node)
+	return true, nil
+}
+
+// Attempt implements Store.
+func (s *MemoryStore) Attempt(_ context.Context, fp, node string, now time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fp = fp + "/" + node
 	kept := s.attempts[fp][:0]
 	for _, t := range s.attempts[fp] {
 		if now.Sub(t) < time.Hour {

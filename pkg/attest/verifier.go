@@ -40,6 +40,10 @@ type StoredChallenge struct {
 	AKPublic      []byte
 	EKFingerprint string
 	Expires       time.Time
+	// Revision identifies this challenge in the store (set by
+	// GetChallenge), so that TakeChallenge spends this one and not one
+	// that replaced it meanwhile.
+	Revision int64 `json:"-"`
 }
 
 // Binding is an EK bound to its node on its first successful attestation,
@@ -51,7 +55,9 @@ type Binding struct {
 
 // Store keeps bindings, challenges and attempts. Implementations must make
 // Bind and TakeChallenge atomic: two requests racing for one challenge or
-// one binding must not both win.
+// one binding must not both win. A challenge is read (GetChallenge) and
+// checked before it is taken, so that evidence that does not answer it
+// never spends it.
 type Store interface {
 	BindingForEK(ctx context.Context, ekFingerprint string) (*Binding, error)
 	BindingForNode(ctx context.Context, node string) (*Binding, error)
@@ -59,12 +65,18 @@ type Store interface {
 	// (ErrAlreadyBound).
 	Bind(ctx context.Context, b Binding) error
 	PutChallenge(ctx context.Context, node string, c StoredChallenge) error
-	// TakeChallenge returns and deletes a node's challenge (nil if none):
-	// a challenge is answered at most once.
-	TakeChallenge(ctx context.Context, node string) (*StoredChallenge, error)
-	// Attempt counts one challenge for the EK and returns how many there
-	// were in the hour up to now, this one included.
-	Attempt(ctx context.Context, ekFingerprint string, now time.Time) (int, error)
+	// GetChallenge returns a node's outstanding challenge (nil if none)
+	// without spending it.
+	GetChallenge(ctx context.Context, node string) (*StoredChallenge, error)
+	// TakeChallenge deletes the node's challenge c (as GetChallenge
+	// returned it) if it is still outstanding, and says whether this call
+	// did: a challenge is answered at most once, and a challenge that
+	// replaced c is left alone.
+	TakeChallenge(ctx context.Context, node string, c *StoredChallenge) (bool, error)
+	// Attempt counts one challenge for the EK in the node's name and
+	// returns how many there were for that EK and node in the hour up to
+	// now, this one included.
+	Attempt(ctx context.Context, ekFingerprint, node string, now time.Time) (int, error)
 }
 
 // ErrAlreadyBound is what Store.Bind returns for an EK or node bound before.
@@ -110,17 +122,21 @@ func (v *Verifier) Challenge(ctx context.Context, r ChallengeRequest) (*Challeng
 	if err != nil {
 		return nil, "", err
 	}
-	n, err := v.Store.Attempt(ctx, fp, now)
+	// An EK bound to another node is refused before it is counted, and
+	// attempts are counted per EK and node: asking in one node's name with
+	// another node's EK (public, in its NodeAttestation) must not use up
+	// that node's attempts.
+	if err := v.checkBinding(ctx, r.Node, fp); err != nil {
+		return nil, fp, err
+	}
+	n, err := v.Store.Attempt(ctx, fp, r.Node, now)
 	if err != nil {
 		return nil, "", err
 	}
 	if v.Policy.MaxAttemptsPerHour > 0 && n > v.Policy.MaxAttemptsPerHour {
-		return nil, fp, refuse("TooManyAttempts", "EK %s asked for %d challenges in the last hour (at most %d)", fp, n, v.Policy.MaxAttemptsPerHour)
+		return nil, fp, refuse("TooManyAttempts", "EK %s asked for %d challenges for node %s in the last hour (at most %d)", fp, n, r.Node, v.Policy.MaxAttemptsPerHour)
 	}
 	if err := v.checkEK(r.EKCertificate, fp, now); err != nil {
-		return nil, fp, err
-	}
-	if err := v.checkBinding(ctx, r.Node, fp); err != nil {
 		return nil, fp, err
 	}
 	ak, err := ParseAK(r.AKPublic)
@@ -201,8 +217,11 @@ const (
 )
 
 // VerifyRequest checks a node's CSR and its evidence against the node's
-// outstanding challenge (consumed, whatever the outcome) and binds the EK
-// to the node on first success.
+// outstanding challenge and binds the EK to the node on first success.
+// Everything is checked before the challenge is taken: evidence that does
+// not answer it (junk sent in the node's name by anyone) leaves it
+// outstanding for the node's own answer. Only evidence that passes spends
+// it, once.
 func (v *Verifier) VerifyRequest(ctx context.Context, node string, kind RequestKind, req *Request) (*Attested, error) {
 	now := v.Now()
 	if err := checkSubject(node, kind, req.CSR); err != nil {
@@ -211,7 +230,7 @@ func (v *Verifier) VerifyRequest(ctx context.Context, node string, kind RequestK
 	if req.Evidence == nil {
 		return nil, refuse("NoEvidence", "the request carries no TPM evidence")
 	}
-	c, err := v.Store.TakeChallenge(ctx, node)
+	c, err := v.Store.GetChallenge(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +270,15 @@ func (v *Verifier) VerifyRequest(ctx context.Context, node string, kind RequestK
 		QualifyingData: QualifyingData(req.Evidence.Secret, spki), Bank: tpm2.TPMAlgSHA256, PCRs: expected,
 	}); err != nil {
 		return nil, refuse("QuoteRefused", "%v", err)
+	}
+	// The evidence answers the challenge: spend it, unless another answer
+	// (the same evidence sent twice) or a fresh challenge got there first.
+	took, err := v.Store.TakeChallenge(ctx, node, c)
+	if err != nil {
+		return nil, err
+	}
+	if !took {
+		return nil, refuse("NoChallenge", "node %s's challenge was answered by another request, or replaced, meanwhile", node)
 	}
 	if firstUse {
 		if err := v.Store.Bind(ctx, Binding{Node: node, EKFingerprint: c.EKFingerprint, PCRs: expected}); err != nil {

@@ -58,7 +58,7 @@ func (f *fixture) challenge(node string) []byte {
 	if _, _, err := f.v.Challenge(context.Background(), ChallengeRequest{Node: node, EKPublic: f.ekArea, AKPublic: f.akArea}); err != nil {
 		f.t.Fatal(err)
 	}
-	c, _ := f.store.TakeChallenge(context.Background(), node)
+	c, _ := f.store.GetChallenge(context.Background(), node)
 	secret := bytes.Repeat([]byte{byte(len(node))}, SecretSize)
 	c.SecretHash = SecretHash(secret)
 	_ = f.store.PutChallenge(context.Background(), node, *c)
@@ -196,7 +196,7 @@ func TestChallengeRefusals(t *testing.T) {
 	if err != nil || fp != f.ekFP || c.Secret != nil || len(c.CredentialBlob) == 0 {
 		t.Fatalf("challenge %+v %s %v", c, fp, err)
 	}
-	stored, _ := f.store.TakeChallenge(ctx, "n1")
+	stored, _ := f.store.GetChallenge(ctx, "n1")
 	if stored == nil || len(stored.SecretHash) != 32 || !stored.Expires.Equal(f.now.Add(5*time.Minute)) {
 		t.Fatalf("stored %+v", stored)
 	}
@@ -284,5 +284,96 @@ func TestVerifyServingRequest(t *testing.T) {
 		if r := reason(err); r != "WrongSubject" {
 			t.Errorf("%s: refusal %q (%v)", name, r, err)
 		}
+	}
+}
+
+// TestVerifyRequestSpendsOnlyOnSuccess: evidence that does not answer the
+// challenge (a wrong secret, a quote that does not verify, a changed PCR,
+// evidence for another key) leaves the challenge outstanding, so that
+// whoever sends junk in a node's name cannot spend the node's challenge;
+// the node's genuine answer afterwards passes and spends it.
+func TestVerifyRequestSpendsOnlyOnSuccess(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	secret := f.challenge("n1")
+	genuine := f.request("system:node:n1", secret, f.pcrs, nil)
+	copied := f.request("system:node:n1", secret, f.pcrs, nil)
+	copied.Evidence = genuine.Evidence
+	junk := map[string]*Request{
+		"wrong secret":            f.request("system:node:n1", pcrVal(9), f.pcrs, nil),
+		"evidence of another key": copied,
+		"changed PCR":             f.request("system:node:n1", secret, map[int][]byte{0: pcrVal(1), 7: pcrVal(8)}, nil),
+		"garbage quote": func() *Request {
+			r := f.request("system:node:n1", secret, f.pcrs, nil)
+			r.Evidence.Quote, r.Evidence.Signature = []byte("junk"), []byte("junk")
+			return r
+		}(),
+	}
+	for name, req := range junk {
+		if _, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, req); err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+		if c, _ := f.store.GetChallenge(ctx, "n1"); c == nil {
+			t.Fatalf("%s spent the challenge", name)
+		}
+	}
+	if _, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, genuine); err != nil {
+		t.Fatalf("the genuine answer after the junk: %v", err)
+	}
+	if c, _ := f.store.GetChallenge(ctx, "n1"); c != nil {
+		t.Fatal("the genuine answer left the challenge outstanding")
+	}
+}
+
+// TestVerifyRequestRacesForOneChallenge: of two valid answers to one
+// challenge (the same evidence twice) only one passes.
+func TestVerifyRequestRacesForOneChallenge(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	f.v.Policy.TrustOnFirstUse = true
+	// Bound already, so that only the challenge decides.
+	_ = f.store.Bind(ctx, Binding{Node: "n1", EKFingerprint: f.ekFP, PCRs: f.pcrs})
+	req := f.request("system:node:n1", f.challenge("n1"), f.pcrs, nil)
+	results := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := f.v.VerifyRequest(ctx, "n1", ClientRequest, req); results <- err }()
+	}
+	var passed int
+	for range 2 {
+		if err := <-results; err == nil {
+			passed++
+		} else if r := reason(err); r != "NoChallenge" {
+			t.Fatalf("the losing answer: %v", err)
+		}
+	}
+	if passed != 1 {
+		t.Fatalf("%d answers to one challenge passed", passed)
+	}
+}
+
+// TestChallengeAttemptsAreTheNodes: challenges asked in another node's
+// name with this node's EK are not counted against this node (nor is an
+// EK bound to another node counted at all), so that one node cannot use up
+// another's attempts for the hour.
+func TestChallengeAttemptsAreTheNodes(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	for i := 1; i <= 3; i++ {
+		if _, _, err := f.v.Challenge(ctx, ChallengeRequest{Node: "n2", EKPublic: f.ekArea, AKPublic: f.akArea}); err != nil {
+			t.Fatalf("n2's attempt %d: %v", i, err)
+		}
+	}
+	if _, _, err := f.v.Challenge(ctx, ChallengeRequest{Node: "n1", EKPublic: f.ekArea, AKPublic: f.akArea}); err != nil {
+		t.Fatalf("n1's first attempt after n2 used n1's EK three times: %v", err)
+	}
+	f = newFixture(t, false)
+	_ = f.store.Bind(ctx, Binding{Node: "n1", EKFingerprint: f.ekFP})
+	for range 5 {
+		if _, _, err := f.v.Challenge(ctx, ChallengeRequest{Node: "n2", EKPublic: f.ekArea, AKPublic: f.akArea}); reason(err) != "EKBoundToAnotherNode" {
+			t.Fatalf("n2 with n1's bound EK: %v", err)
+		}
+	}
+	if _, _, err := f.v.Challenge(ctx, ChallengeRequest{Node: "n1", EKPublic: f.ekArea, AKPublic: f.akArea}); err != nil {
+		t.Fatalf("n1 after n2's refused attempts: %v", err)
 	}
 }

@@ -63,7 +63,7 @@ func PCR(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 func KnownSecret(t testing.TB, store attest.Store, node string) []byte {
 	t.Helper()
 	ctx := context.Background()
-	c, err := store.TakeChallenge(ctx, node)
+	c, err := store.GetChallenge(ctx, node)
 	if err != nil || c == nil {
 		t.Fatalf("no challenge for %s: %v", node, err)
 	}

@@ -120,35 +120,59 @@ func (s *Store) PutChallenge(ctx context.Context, node string, c attest.StoredCh
 	return nil
 }
 
-// TakeChallenge implements attest.Store: the delete that returns the value
-// is one operation, so of two requests answering one challenge only one
-// gets it.
-func (s *Store) TakeChallenge(ctx context.Context, node string) (*attest.StoredChallenge, error) {
+// GetChallenge implements attest.Store.
+func (s *Store) GetChallenge(ctx context.Context, node string) (*attest.StoredChallenge, error) {
 	k, err := s.key("challenge", node)
 	if err != nil {
 		return nil, err
 	}
-	rsp, err := s.client.Delete(ctx, k, clientv3.WithPrevKV())
+	rsp, err := s.client.Get(ctx, k)
 	if err != nil {
-		return nil, fmt.Errorf("taking the challenge: %w", err)
+		return nil, fmt.Errorf("reading the challenge: %w", err)
 	}
-	if len(rsp.PrevKvs) == 0 {
+	if len(rsp.Kvs) == 0 {
 		return nil, nil
 	}
 	var c attest.StoredChallenge
-	if err := json.Unmarshal(rsp.PrevKvs[0].Value, &c); err != nil {
+	if err := json.Unmarshal(rsp.Kvs[0].Value, &c); err != nil {
 		return nil, fmt.Errorf("decoding the challenge: %w", err)
 	}
+	c.Revision = rsp.Kvs[0].ModRevision
 	return &c, nil
 }
 
-// Attempt implements attest.Store: one key per attempt, expiring after an
-// hour; the count is of the keys still there.
-func (s *Store) Attempt(ctx context.Context, fp string, now time.Time) (int, error) {
+// TakeChallenge implements attest.Store: one transaction deletes the key
+// only while it is still the revision read, so of two requests answering
+// one challenge only one takes it, and a challenge that replaced it stays.
+func (s *Store) TakeChallenge(ctx context.Context, node string, c *attest.StoredChallenge) (bool, error) {
+	k, err := s.key("challenge", node)
+	if err != nil {
+		return false, err
+	}
+	if c == nil || c.Revision == 0 {
+		return false, nil
+	}
+	rsp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", c.Revision)).
+		Then(clientv3.OpDelete(k)).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("taking the challenge: %w", err)
+	}
+	return rsp.Succeeded, nil
+}
+
+// Attempt implements attest.Store: one key per attempt under the EK and
+// node, expiring after an hour; the count is of the keys still there.
+func (s *Store) Attempt(ctx context.Context, fp, node string, now time.Time) (int, error) {
 	dir, err := s.key("attempts", fp)
 	if err != nil {
 		return 0, err
 	}
+	if node == "" || path.Base(node) != node || node == "." || node == ".." {
+		return 0, fmt.Errorf("invalid node name %q", node)
+	}
+	dir = path.Join(dir, node)
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return 0, err
