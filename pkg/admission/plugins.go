@@ -7,6 +7,7 @@ import (
 	"rekey.io/rekey/pkg/admission/capublish"
 	"rekey.io/rekey/pkg/admission/carotation"
 	"rekey.io/rekey/pkg/admission/credentialminter"
+	"rekey.io/rekey/pkg/admission/nodeattestationrestriction"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
@@ -22,6 +23,7 @@ var PluginNames = []string{
 	carotation.PluginName,
 	capublish.PluginName,
 	credentialminter.PluginName,
+	nodeattestationrestriction.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -33,4 +35,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	carotation.Register(plugins)
 	capublish.Register(plugins)
 	credentialminter.Register(plugins)
+	nodeattestationrestriction.Register(plugins)
 }
