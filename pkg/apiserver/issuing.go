@@ -81,6 +81,7 @@ func (c completedConfig) newNodeAttestation(s *Server, factory informers.SharedI
 		Store:              etcdstore.New(s.etcd, c.ExtraConfig.Etcd.PrivatePrefix),
 		Clock:              c.ExtraConfig.Clock,
 		InsecureTestSigner: c.ExtraConfig.Controllers.InsecureTestSigner,
+		Authorizer:         c.GenericConfig.Authorization.Authorizer,
 	}
 }
 

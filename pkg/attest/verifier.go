@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-tpm/tpm2"
+
+	"rekey.io/rekey/pkg/apis/message"
 )
 
 // Policy is an AttestationPolicy as the verifier uses it.
@@ -338,10 +340,11 @@ func samePCRs(reported, expected map[int][]byte, source string) error {
 // certificate nothing else, a serving one DNS names and IP addresses only.
 func checkSubject(node string, kind RequestKind, csr *x509.CertificateRequest) error {
 	if csr.Subject.CommonName != "system:node:"+node {
-		return refuse("WrongSubject", "common name %q is not system:node:%s", csr.Subject.CommonName, node)
+		return refuse("WrongSubject", "common name %s is not system:node:%s", message.Quote(csr.Subject.CommonName), node)
 	}
 	if !slices.Equal(csr.Subject.Organization, []string{"system:nodes"}) {
-		return refuse("WrongSubject", "organization %v is not [system:nodes]", csr.Subject.Organization)
+		// The subject is the requester's text: quoted short, whatever its length.
+		return refuse("WrongSubject", "organization %s is not [system:nodes]", message.Quote(fmt.Sprint(csr.Subject.Organization)))
 	}
 	if kind == ServingRequest {
 		if len(csr.EmailAddresses)+len(csr.URIs) > 0 || len(csr.DNSNames)+len(csr.IPAddresses) == 0 {

@@ -15,11 +15,16 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"rekey.io/rekey/pkg/admission/nodeattestationrestriction"
 	"rekey.io/rekey/pkg/apis/attestation"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/attest"
 	attlisters "rekey.io/rekey/pkg/generated/listers/attestation/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
@@ -50,6 +55,9 @@ type Service struct {
 	// InsecureTestSigner approves requests for InsecureTestSignerName
 	// without verifying anything.
 	InsecureTestSigner bool
+	// Authorizer decides who may answer a node's challenge: whoever may
+	// ask for it (create nodeattestations/challenge of the node).
+	Authorizer authorizer.Authorizer
 }
 
 // verifier builds the verifier of a named policy; a missing policy is a
@@ -112,8 +120,8 @@ func (s *Service) Attest(ctx context.Context, signer *certv1alpha1.Signer, csr *
 		return refused("InvalidEvidence", "%v", err), nil
 	}
 	node, ok := strings.CutPrefix(req.CSR.Subject.CommonName, "system:node:")
-	if !ok || node == "" {
-		return refused("WrongSubject", "common name %q is not system:node:<node>", req.CSR.Subject.CommonName), nil
+	if !ok || node == "" || len(utilvalidation.IsDNS1123Subdomain(node)) > 0 {
+		return refused("WrongSubject", "common name %s is not system:node:<node name>", message.Quote(req.CSR.Subject.CommonName)), nil
 	}
 	kind := attest.ClientRequest
 	if slices.Contains(csr.Spec.Usages, certv1alpha1.UsageServerAuth) {
@@ -121,6 +129,12 @@ func (s *Service) Attest(ctx context.Context, signer *certv1alpha1.Signer, csr *
 	}
 	if s.Nodes == nil {
 		return nil, errors.New("the NodeAttestation storage is not set")
+	}
+	// Who sent it, before anything of the node's is read: a request that
+	// someone else sends in the node's name must neither spend the node's
+	// challenge nor leave a mark on its NodeAttestation.
+	if refusal, err := s.mayAnswer(ctx, csr, node); refusal != nil || err != nil {
+		return refusal, err
 	}
 	na, err := s.Nodes.Get(ctx, node)
 	if apierrors.IsNotFound(err) {
@@ -148,6 +162,35 @@ func (s *Service) Attest(ctx context.Context, signer *certv1alpha1.Signer, csr *
 		node, attested.Policy, attested.EKFingerprint, first, attested.PCRs)}}, nil
 }
 
+// mayAnswer refuses a request whose requester (spec.username and groups,
+// which the server stamps from the authenticated user at create; never the
+// subject the requester wrote) may not answer the node's challenge: a node
+// answers only its own, and anyone else only if they may ask for the
+// node's challenge (the node's bootstrap identity, an administrator). A
+// failed authorization check decides nothing.
+func (s *Service) mayAnswer(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest, node string) (*issuer.Attestation, error) {
+	extra := make(map[string][]string, len(csr.Spec.Extra))
+	for k, v := range csr.Spec.Extra {
+		extra[k] = v
+	}
+	requester := &user.DefaultInfo{Name: csr.Spec.Username, UID: csr.Spec.UID, Groups: csr.Spec.Groups, Extra: extra}
+	if own, isNode := nodeattestationrestriction.NodeName(requester); isNode && own != node {
+		return refused("NotThisNode", "requester %s is a node identity and answers only its own node's challenge, not node %s's", message.Quote(requester.Name), node), nil
+	}
+	decision, _, err := s.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
+		User: requester, Verb: "create", APIGroup: attestation.GroupName, APIVersion: "*",
+		Resource: "nodeattestations", Subresource: "challenge", Name: node, ResourceRequest: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checking whether %s may answer node %s's challenge: %w", requester.Name, node, err)
+	}
+	if decision != authorizer.DecisionAllow {
+		return refused("RequesterNotAllowed", "requester %s may not answer node %s's challenge: it is not the node and may not ask for the node's challenge (create nodeattestations/challenge %s in %s)",
+			message.Quote(requester.Name), node, node, attestation.GroupName), nil
+	}
+	return nil, nil
+}
+
 func (s *Service) verify(ctx context.Context, policyName, signerName, node string, kind attest.RequestKind, req *attest.Request) (*attest.Attested, error) {
 	v, gated, err := s.verifier(policyName)
 	if err != nil {
@@ -159,16 +202,17 @@ func (s *Service) verify(ctx context.Context, policyName, signerName, node strin
 	return v.VerifyRequest(ctx, node, kind, req)
 }
 
-// record writes the outcome into the NodeAttestation's status; a failure
-// is logged, not returned: the request's own Attested condition holds the
+// record writes the outcome into the NodeAttestation's status (only for a
+// requester mayAnswer let through); a failure is logged, not returned: the request's own Attested condition holds the
 // outcome, and the binding is in the store.
 func (s *Service) record(ctx context.Context, node, request string, attested *attest.Attested, verr error) {
 	now := s.Clock.Now()
 	_, err := s.Nodes.Write(ctx, node, func(n *attestation.NodeAttestation) error {
-		n.Status.Challenge = nil
 		var refusal *attest.Refusal
 		switch {
 		case attested != nil:
+			// Spent; a refusal spends nothing and leaves it for the node.
+			n.Status.Challenge = nil
 			n.Status.Phase = attestation.NodeAttestationAttested
 			n.Status.BoundNode = attested.Node
 			n.Status.EKFingerprint = attested.EKFingerprint

@@ -2,15 +2,19 @@ package nodeattest
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -67,9 +71,23 @@ func newFixture(t *testing.T, signers ...string) *fixture {
 	if err := indexer.Add(policy); err != nil {
 		t.Fatal(err)
 	}
-	f.svc = &Service{Policies: attlisters.NewAttestationPolicyLister(indexer), Store: f.store, Nodes: f.nodes,
+	f.svc = &Service{Policies: attlisters.NewAttestationPolicyLister(indexer), Store: f.store, Nodes: f.nodes, Authorizer: authorizer.AuthorizerFunc(rbac),
 		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
 	return f
+}
+
+// rbac is artifacts/rbac/tpm-attestation.yaml's rekey:tpm-node binding:
+// the bootstrappers and every node may ask for any NodeAttestation's
+// challenge (the NodeAttestationRestriction admission plugin then keeps a
+// node to its own); nobody else may.
+func rbac(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if a.GetVerb() != "create" || a.GetAPIGroup() != "attestation.rekey.io" || a.GetResource() != "nodeattestations" || a.GetSubresource() != "challenge" {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
+	if slices.Contains(a.GetUser().GetGroups(), "rekey:tpm-bootstrappers") || slices.Contains(a.GetUser().GetGroups(), "system:nodes") {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "", nil
 }
 
 func (f *fixture) spec(policy string) *attestation.NodeAttestationSpec {
@@ -91,6 +109,7 @@ func (f *fixture) request(t *testing.T, cn string) *certv1alpha1.CertificateSign
 	der, key := attesttest.CSR(t, cn, nil)
 	return &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-1"}, Spec: certv1alpha1.CertificateSigningRequestSpec{
 		SignerName: tpmSigner, Usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth},
+		Username: "bootstrap", Groups: []string{"rekey:tpm-bootstrappers", "system:authenticated"},
 		Request: f.node.Request(t, der, key, secret, map[int][]byte{0: attesttest.PCR(1), 7: attesttest.PCR(7)}),
 	}}
 }
@@ -189,4 +208,102 @@ func TestInsecureTestSigner(t *testing.T) {
 	}
 }
 
+// TestAttestOnlyByWhoMayAnswer: with node n1's challenge outstanding, a
+// request for n1 sent by a user who may not ask for n1's challenge, or by
+// another node, is refused before anything of n1's is read: n1's
+// challenge stays outstanding and its NodeAttestation unchanged. A
+// refusal caused by someone who may (the bootstrap identity, n1 itself)
+// is recorded but spends nothing. n1's genuine answer passes after all
+// of them.
+func TestAttestOnlyByWhoMayAnswer(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, tpmSigner)
+	genuine := f.request(t, "system:node:n1")
+	genuine.Spec.Username, genuine.Spec.Groups = "system:node:n1", []string{"system:nodes", "system:authenticated"}
+	before := f.nodes["n1"].DeepCopy()
+	junk := func(username string, groups ...string) *certv1alpha1.CertificateSigningRequest {
+		der, key := attesttest.CSR(t, "system:node:n1", nil)
+		csr := genuine.DeepCopy()
+		csr.Name = "junk-from-" + username
+		csr.Spec.Username, csr.Spec.Groups = username, groups
+		csr.Spec.Request = f.node.Request(t, der, key, attesttest.PCR(9), map[int][]byte{0: attesttest.PCR(1), 7: attesttest.PCR(7)})
+		return csr
+	}
+	for name, tc := range map[string]struct {
+		csr  *certv1alpha1.CertificateSigningRequest
+		want string
+	}{
+		"a requester":                 {junk("alice", "system:authenticated"), "RequesterNotAllowed"},
+		"another node":                {junk("system:node:n2", "system:nodes", "system:authenticated"), "NotThisNode"},
+		"a node-like name, no group":  {junk("system:node:n3", "system:authenticated"), "NotThisNode"},
+		"system:nodes without a name": {junk("kubelet", "system:nodes"), "NotThisNode"},
+	} {
+		got, err := f.svc.Attest(ctx, signer(tpmSigner), tc.csr)
+		if err != nil || got.Passed || got.Reason != tc.want {
+			t.Fatalf("%s: Attest = %+v, %v; want refused %s", name, got, err, tc.want)
+		}
+		if diff := cmp.Diff(before, f.nodes["n1"]); diff != "" {
+			t.Fatalf("%s changed n1's NodeAttestation:\n%s", name, diff)
+		}
+		if c, _ := f.store.GetChallenge(ctx, "n1"); c == nil {
+			t.Fatalf("%s spent n1's challenge", name)
+		}
+	}
+	// Junk from those who may answer: recorded, nothing spent.
+	for _, csr := range []*certv1alpha1.CertificateSigningRequest{junk("bootstrap", "rekey:tpm-bootstrappers"), junk("system:node:n1", "system:nodes")} {
+		got, err := f.svc.Attest(ctx, signer(tpmSigner), csr)
+		if err != nil || got.Passed || got.Reason != "WrongSecret" {
+			t.Fatalf("junk from %s: %+v, %v", csr.Spec.Username, got, err)
+		}
+		if st := f.nodes["n1"].Status; st.Phase != attestation.NodeAttestationRefused || st.Conditions[0].Reason != "WrongSecret" {
+			t.Fatalf("junk from %s recorded as %+v", csr.Spec.Username, st)
+		}
+		if c, _ := f.store.GetChallenge(ctx, "n1"); c == nil {
+			t.Fatalf("junk from %s spent n1's challenge", csr.Spec.Username)
+		}
+	}
+	got, err := f.svc.Attest(ctx, signer(tpmSigner), genuine)
+	if err != nil || !got.Passed {
+		t.Fatalf("n1's genuine answer after the junk: %+v, %v", got, err)
+	}
+	if st := f.nodes["n1"].Status; st.Phase != attestation.NodeAttestationAttested || st.Challenge != nil {
+		t.Fatalf("n1's NodeAttestation after its answer: %+v", st)
+	}
+	// An authorizer that fails decides nothing.
+	f.svc.Authorizer = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionNoOpinion, "", errors.New("webhook down")
+	})
+	if got, err := f.svc.Attest(ctx, signer(tpmSigner), junk("alice")); err == nil {
+		t.Fatalf("decided without the authorizer: %+v", got)
+	}
+}
+
+// TestAttestQuotesClientTextBriefly: a refusal quotes at most a short
+// excerpt of what the requester wrote into its subject, however long.
+func TestAttestQuotesClientTextBriefly(t *testing.T) {
+	f := newFixture(t, tpmSigner)
+	huge := strings.Repeat("é", 20000)
+	for _, cn := range []string{huge, "system:node:" + huge} {
+		csr := f.request(t, "system:node:n1")
+		der, _ := attesttest.CSR(t, cn, nil)
+		csr.Spec.Request = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+		got, err := f.svc.Attest(context.Background(), signer(tpmSigner), csr)
+		if err != nil || got.Passed || got.Reason != "WrongSubject" || len(got.Message) > 1024 {
+			t.Fatalf("CN of %d bytes: %s (%d bytes), %v", len(cn), got.Reason, len(got.Message), err)
+		}
+	}
+}
+
 var _ issuer.Attestor = &Service{}
+
+// TestAttestQuotesAHugeOrganizationBriefly: the same for the organization.
+func TestAttestQuotesAHugeOrganizationBriefly(t *testing.T) {
+	f := newFixture(t, tpmSigner)
+	csr := f.request(t, "system:node:n1")
+	der, key := attesttest.CSR(t, "system:node:n1", func(c *x509.CertificateRequest) { c.Subject.Organization = []string{strings.Repeat("é", 20000)} })
+	csr.Spec.Request = f.node.Request(t, der, key, attesttest.PCR(3), map[int][]byte{0: attesttest.PCR(1), 7: attesttest.PCR(7)})
+	got, err := f.svc.Attest(context.Background(), signer(tpmSigner), csr)
+	if err != nil || got.Passed || got.Reason != "WrongSubject" || len(got.Message) > 1024 {
+		t.Fatalf("organization of 40000 bytes: %s (%d bytes), %v", got.Reason, len(got.Message), err)
+	}
+}
