@@ -90,6 +90,11 @@ type ExtraConfig struct {
 	// SynchronousIssuance decides approvals' certificates, and NodeClient
 	// approvals, in the API writes themselves, on every replica.
 	SynchronousIssuance bool
+	// RequesterIssuanceBurst and RequesterIssuanceInterval bound, per
+	// requester and per replica, the creates decided at create: a burst,
+	// then one more per interval (burst 0: no limit).
+	RequesterIssuanceBurst    int
+	RequesterIssuanceInterval time.Duration
 
 	// ServingCA, when set, serves rekey with a certificate from a CA it
 	// manages.

@@ -46,6 +46,7 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 		Signers:    signers.Lister(),
 		Synced:     func() bool { return signersInformer.HasSynced() && casInformer.HasSynced() },
 		Authorizer: c.GenericConfig.Authorization.Authorizer,
+		Limiter:    issuer.NewRequesterLimiter(c.ExtraConfig.RequesterIssuanceBurst, c.ExtraConfig.RequesterIssuanceInterval, c.ExtraConfig.Clock),
 	}
 	if c.ExtraConfig.KubeConfig != nil {
 		// NodeServing approval in the create reads the host cluster's

@@ -36,6 +36,11 @@ var (
 		Help:           "Signing errors by signer name and reason.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"signer_name", "reason"})
+	createRateLimited = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "rekey", Subsystem: "signer", Name: "create_rate_limited_total",
+		Help:           "Creates refused with 429 because their requester was over its create-time issuance rate (--requester-issuance-burst), by signer name.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"signer_name"})
 
 	registerOnce sync.Once
 )
@@ -43,6 +48,6 @@ var (
 // RegisterMetrics adds the signer metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(requestsTotal, requestedDuration, honoredDuration, approvalToCertificate, signingErrors)
+		legacyregistry.MustRegister(requestsTotal, requestedDuration, honoredDuration, approvalToCertificate, signingErrors, createRateLimited)
 	})
 }

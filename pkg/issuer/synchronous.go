@@ -37,6 +37,9 @@ type Synchronous struct {
 	// Attestor verifies TPM evidence for signers in Attestation mode; nil
 	// leaves their requests pending.
 	Attestor Attestor
+	// Limiter bounds, per requester, the creates decided at create (nil:
+	// no limit). See limit.
+	Limiter *RequesterLimiter
 }
 
 // Attestor decides a request for a signer in Attestation approval mode
@@ -112,6 +115,11 @@ func (s *Synchronous) AtCreate(ctx context.Context, csr *certificates.Certificat
 	if err != nil {
 		return Outcome{}, err
 	}
+	// Before anything that works or signs (and before a challenge is
+	// consumed): a refused create can be retried as it is.
+	if err := s.limit(ctx, signer, versioned); err != nil {
+		return Outcome{}, err
+	}
 	if signer.Spec.Approval.Mode == certv1alpha1.ApprovalAttestation {
 		return s.attestAtCreate(ctx, signer, versioned)
 	}
@@ -162,6 +170,9 @@ func (s *Synchronous) atGrantedCreate(ctx context.Context, grant string, csr *ce
 		return refuse("the request's common name is not the requester %q: selfnodeclient covers only your own node's certificate (another node's goes through nodeclient)", csr.Spec.Username)
 	case shape != grant:
 		return refuse("the request's common name is the requester %q: your own node's certificate goes through selfnodeclient", csr.Spec.Username)
+	}
+	if err := s.limit(ctx, signer, versioned); err != nil {
+		return Outcome{}, err
 	}
 	out := s.signAtCreate(ctx, signer, versioned)
 	out.Approval = &Decision{

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"rekey.io/rekey/pkg/apiserver"
+	"rekey.io/rekey/pkg/issuer"
 )
 
 // ControllerOptions configure the controllers and the private etcd data
@@ -30,6 +31,10 @@ type ControllerOptions struct {
 	SynchronousIssuance bool
 	// InsecureTestSigner serves rekey.io/insecure-test.
 	InsecureTestSigner bool
+	// RequesterIssuanceBurst and RequesterIssuanceInterval rate-limit
+	// create-time issuance per requester.
+	RequesterIssuanceBurst    int
+	RequesterIssuanceInterval time.Duration
 }
 
 // NewControllerOptions returns the defaults.
@@ -48,6 +53,9 @@ func NewControllerOptions() *ControllerOptions {
 		CleanerInterval: 10 * time.Minute,
 
 		SynchronousIssuance: true,
+
+		RequesterIssuanceBurst:    issuer.DefaultRequesterBurst,
+		RequesterIssuanceInterval: issuer.DefaultRequesterInterval,
 	}
 }
 
@@ -60,6 +68,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CleanerInterval, "csr-cleaner-interval", o.CleanerInterval, "How often finished and abandoned requests are deleted.")
 	fs.BoolVar(&o.InsecureTestSigner, "enable-insecure-test-signer", false, "DEVELOPMENT ONLY: create and serve the rekey.io/insecure-test signer, which approves every node client request at create without verifying anything (no TPM, no review). Never enable it on a cluster whose node credentials matter.")
 	fs.BoolVar(&o.SynchronousIssuance, "synchronous-issuance", o.SynchronousIssuance, "Sign in the write that approves a request, and approve and sign at create for signers in NodeClient mode, on every replica. When false, or when this replica cannot reach a CA's key, the signer and approver controllers do it in writes of their own.")
+	fs.IntVar(&o.RequesterIssuanceBurst, "requester-issuance-burst", o.RequesterIssuanceBurst, "Creates one requester (spec.username) may have decided at create (reviewed, attested, signed) in a burst, per replica; past it, such a create is refused with 429 Too Many Requests and a Retry-After. 0 disables the limit.")
+	fs.DurationVar(&o.RequesterIssuanceInterval, "requester-issuance-interval", o.RequesterIssuanceInterval, "After a burst, one more create decided at create per requester per this interval, per replica.")
 }
 
 // Validate reports every invalid controller option.
@@ -77,6 +87,12 @@ func (o *ControllerOptions) Validate() []error {
 	if o.CleanerInterval < time.Second {
 		errs = append(errs, errors.New("--csr-cleaner-interval must be at least 1s"))
 	}
+	if o.RequesterIssuanceBurst < 0 {
+		errs = append(errs, errors.New("--requester-issuance-burst must be 0 (no limit) or more"))
+	}
+	if o.RequesterIssuanceBurst > 0 && o.RequesterIssuanceInterval < time.Millisecond {
+		errs = append(errs, errors.New("--requester-issuance-interval must be at least 1ms"))
+	}
 	return errs
 }
 
@@ -89,6 +105,8 @@ func (o *ControllerOptions) ApplyTo(c *apiserver.ExtraConfig) {
 	c.Controllers.SignerWorkers = o.SignerWorkers
 	c.Controllers.CleanerInterval = o.CleanerInterval
 	c.SynchronousIssuance = o.SynchronousIssuance
+	c.RequesterIssuanceBurst = o.RequesterIssuanceBurst
+	c.RequesterIssuanceInterval = o.RequesterIssuanceInterval
 	c.Controllers.InsecureTestSigner = o.InsecureTestSigner
 }
 

@@ -46,6 +46,9 @@ func TestControllerOptionsValidate(t *testing.T) {
 		"fast cleaner":         {mutate: func(o *ControllerOptions) { o.CleanerInterval = 0 }, want: "--csr-cleaner-interval"},
 		"relative prefix":      {mutate: func(o *ControllerOptions) { o.PrivatePrefix = "rekey" }, want: "--etcd-private-prefix"},
 		"prefix with trailing": {mutate: func(o *ControllerOptions) { o.PrivatePrefix = "/rekey/" }, want: "--etcd-private-prefix"},
+		"negative burst":       {mutate: func(o *ControllerOptions) { o.RequesterIssuanceBurst = -1 }, want: "--requester-issuance-burst"},
+		"no interval":          {mutate: func(o *ControllerOptions) { o.RequesterIssuanceInterval = 0 }, want: "--requester-issuance-interval"},
+		"limit off":            {mutate: func(o *ControllerOptions) { o.RequesterIssuanceBurst, o.RequesterIssuanceInterval = 0, 0 }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
