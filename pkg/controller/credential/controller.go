@@ -29,7 +29,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	condmsg "rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/runner"
@@ -59,17 +58,17 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	clock   clock.Clock
 	minters map[rotationv1alpha1.MinterType]Minter
-	// slots bounds the concurrent calls of each minter type, so that a slow
-	// webhook holds at most its own slots, never every worker.
-	slots map[rotationv1alpha1.MinterType]chan struct{}
+	// calls runs minter calls off the workers, in lanes bounded per minter
+	// type, operation and webhook endpoint (calls.go), so that a slow
+	// minter holds at most its own lane, never a worker.
+	calls *calls
+	// callBackoff spaces the retries of failed minter calls (the queue's
+	// own back-off is reset when a worker hands a key to a lane).
+	callBackoff workqueue.TypedRateLimiter[string]
+	// inline runs minter calls in the worker (unit tests of the steps).
+	inline bool
 	// afterStep is a test hook called after each step that wrote something.
 	afterStep func(StepKind)
-}
-
-// Concurrent calls per minter type.
-var minterSlots = map[rotationv1alpha1.MinterType]int{
-	rotationv1alpha1.MinterRandom: 16, rotationv1alpha1.MinterClientCertificate: 8,
-	rotationv1alpha1.MinterServiceAccountToken: 8, rotationv1alpha1.MinterWebhook: 4,
 }
 
 // NewController returns the controller; kube is nil without a host
@@ -78,16 +77,14 @@ func NewController(client clientset.Interface, kube kubernetes.Interface, creds 
 	cas rotationinformers.CertificateAuthorityInformer, signers certinformers.SignerInformer, clk clock.Clock) *Controller {
 	c := &Controller{
 		client: client, kube: kube, creds: creds.Lister(), cas: cas.Lister(), signers: signers.Lister(), clock: clk,
-		synced:  []cache.InformerSynced{creds.Informer().HasSynced, cas.Informer().HasSynced, signers.Informer().HasSynced},
-		queue:   runner.NewQueue[string]("rotatingcredential"),
-		minters: map[rotationv1alpha1.MinterType]Minter{rotationv1alpha1.MinterRandom: RandomMinter{}, rotationv1alpha1.MinterWebhook: WebhookMinter{}, rotationv1alpha1.MinterClientCertificate: ClientCertificateMinter{Client: client}},
-		slots:   map[rotationv1alpha1.MinterType]chan struct{}{},
+		synced:      []cache.InformerSynced{creds.Informer().HasSynced, cas.Informer().HasSynced, signers.Informer().HasSynced},
+		queue:       runner.NewQueue[string]("rotatingcredential"),
+		minters:     map[rotationv1alpha1.MinterType]Minter{rotationv1alpha1.MinterRandom: RandomMinter{}, rotationv1alpha1.MinterWebhook: WebhookMinter{}, rotationv1alpha1.MinterClientCertificate: ClientCertificateMinter{Client: client}},
+		callBackoff: newCallBackoff(),
 	}
+	c.calls = newCalls(c.queue.Add)
 	if kube != nil {
 		c.minters[rotationv1alpha1.MinterServiceAccountToken] = ServiceAccountTokenMinter{Kube: kube}
-	}
-	for t, n := range minterSlots {
-		c.slots[t] = make(chan struct{}, n)
 	}
 	c.afterStep = testHook()
 	_, _ = creds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -129,7 +126,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	runner.Run(ctx, "rotatingcredential", c.queue, c.synced, workers, c.sync)
 }
 
+// newCallBackoff: a failed minter call is retried after 1s, doubling to
+// five minutes.
+func newCallBackoff() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute)
+}
+
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	if c.calls.busy(key) {
+		// Its minter call hands the key back when it ends.
+		return 0, nil
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return 0, nil
@@ -158,7 +165,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	now := c.clock.Now()
 	plan := Next(Observed{RC: rc, Secret: secret, Now: now, DueReason: c.caRotated(rc, secret)})
-	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step)
 	switch plan.Step {
 	case StepWait:
 		setUntilRotation(rc, now)
@@ -170,13 +176,21 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 5 * time.Minute, c.degrade(ctx, rc, "SecretNotManaged", plan.Reason)
 	case StepRecord:
 		err = c.record(ctx, rc, secret)
-	case StepMint:
-		err = c.mint(ctx, rc, secret, plan)
 	case StepCopyOld:
 		err = c.copyOld(ctx, rc, secret)
-	case StepRevoke:
-		err = c.revoke(ctx, rc, secret, plan)
+	case StepMint, StepRevoke:
+		if !c.inline {
+			c.startCall(ctx, key, rc, secret, plan)
+			return 0, nil
+		}
+		err = c.minterStep(ctx, rc, secret, plan)
 	}
+	return c.stepDone(ctx, rc, plan, err)
+}
+
+// stepDone reports a step's outcome: Degraded for a failed minter call or
+// Secret write, the test hook after a success, and when to look again.
+func (c *Controller) stepDone(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, plan Plan, err error) (time.Duration, error) {
 	if err != nil {
 		var mintErr *MintError
 		if errors.As(err, &mintErr) {
@@ -184,12 +198,44 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		return 0, err
 	}
-	logger.V(2).Info("Step done", "generation", plan.Generation, "old", plan.Old, "reason", plan.Reason)
+	klog.FromContext(ctx).V(2).Info("Step done", "rotatingCredential", rc.Namespace+"/"+rc.Name, "step", plan.Step,
+		"generation", plan.Generation, "old", plan.Old, "reason", plan.Reason)
 	if c.afterStep != nil {
 		c.afterStep(plan.Step)
 	}
 	// The next step at once: each is decided from what is now stored.
 	return time.Millisecond, nil
+}
+
+// minterStep is a step that calls the minter.
+func (c *Controller) minterStep(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
+	if plan.Step == StepRevoke {
+		return c.revoke(ctx, rc, secret, plan)
+	}
+	return c.mint(ctx, rc, secret, plan)
+}
+
+// startCall runs a minter step in its lane, off the worker, or leaves the
+// key waiting for a slot of that lane (calls.go). The worker goes on with
+// other keys either way.
+func (c *Controller) startCall(ctx context.Context, key string, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) {
+	lane, limit := laneOf(rc, plan.Step)
+	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step, "lane", lane)
+	if !c.calls.start(key, lane, limit) {
+		logger.V(4).Info("Waiting for a slot of the minter's lane")
+		return
+	}
+	go func() {
+		_, err := c.stepDone(ctx, rc, plan, c.minterStep(ctx, rc, secret, plan))
+		c.calls.finish(key, lane)
+		if err != nil {
+			logger.Error(err, "Minter step failed; retrying")
+			c.queue.AddAfter(key, c.callBackoff.When(key))
+			return
+		}
+		c.callBackoff.Forget(key)
+		c.queue.Add(key)
+	}()
 }
 
 // caRotated says why a ClientCertificate is due now: its issuer is not the
@@ -331,20 +377,12 @@ func (c *Controller) writeSecret(ctx context.Context, rc *rotationv1alpha1.Rotat
 	return nil
 }
 
-// callMinter runs one minter call in its type's slots, bounded to a
-// minute whatever the minter does.
+// callMinter runs one minter call (in its lane, see startCall), bounded to
+// a minute whatever the minter does.
 func (c *Controller) callMinter(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, call func(context.Context, Minter) (map[string][]byte, error)) (map[string][]byte, error) {
-	t := rc.Spec.Minter.Type
-	slots := c.slots[t]
-	select {
-	case slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-slots }()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return call(ctx, c.minters[t])
+	return call(ctx, c.minters[rc.Spec.Minter.Type])
 }
 
 // record writes what the Secret holds into status.
@@ -366,7 +404,7 @@ func (c *Controller) record(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	}
 	now := metav1.NewTime(c.clock.Now())
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Minted", ObservedGeneration: rc.Generation, LastTransitionTime: now,
-		Message: condmsg.Cap(fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", ")))})
+		Message: fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", "))})
 	setNotDegraded(rc, now)
 	return c.updateStatus(ctx, rc)
 }
@@ -382,7 +420,6 @@ func (c *Controller) failed(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 }
 
 func (c *Controller) degrade(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, reason, message string) error {
-	message = condmsg.Cap(message) // validation refuses a longer one, and webhook errors are quoted
 	if cond := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == reason && cond.Message == message {
 		return nil
 	}

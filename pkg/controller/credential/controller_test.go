@@ -47,8 +47,10 @@ func newHarness(t *testing.T, rc *rotationv1alpha1.RotatingCredential, minter Mi
 		cas:     rotationlisters.NewCertificateAuthorityLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		signers: certlisters.NewSignerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		minters: map[rotationv1alpha1.MinterType]Minter{rc.Spec.Minter.Type: minter},
-		slots:   map[rotationv1alpha1.MinterType]chan struct{}{rc.Spec.Minter.Type: make(chan struct{}, 1)},
+		// The steps one after the other in settle; lanes have their own test.
+		inline: true,
 	}
+	h.c.calls = newCalls(func(string) {})
 	// kube-apiserver gives every object a UID; the fake does not.
 	h.kube.PrependReactor("create", "secrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		s := a.(clienttesting.CreateAction).GetObject().(*corev1.Secret)
@@ -210,52 +212,4 @@ func TestFailingWebhookKeepsTheCurrentCredential(t *testing.T) {
 	if rc := h.refresh(); meta.IsStatusConditionTrue(rc.Status.Conditions, ConditionDegraded) || rc.Status.CredentialGeneration != 2 {
 		t.Fatalf("status after recovery %+v", rc.Status)
 	}
-}
-
-// hangingMinter blocks until its context ends, as a webhook that never
-// answers.
-type hangingMinter struct{ started chan struct{} }
-
-func (m hangingMinter) Mint(ctx context.Context, _ *rotationv1alpha1.RotatingCredential, _ int64) (map[string][]byte, error) {
-	m.started <- struct{}{}
-	<-ctx.Done()
-	return nil, &MintError{Reason: "WebhookTimeout", Err: ctx.Err()}
-}
-func (hangingMinter) Revoke(context.Context, *rotationv1alpha1.RotatingCredential, int64) error {
-	return nil
-}
-
-// A webhook that hangs holds its own minter's slots, never the others':
-// a Random credential mints while every webhook slot is taken.
-func TestSlowWebhookDoesNotHoldOthers(t *testing.T) {
-	random := newRC()
-	hook := newRC()
-	hook.Name = "hook"
-	hook.Spec.SecretRef.Name = "hook"
-	hook.Spec.Minter = rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook, Webhook: &rotationv1alpha1.WebhookMinter{URL: "https://x"}}
-	h := newHarness(t, random, RandomMinter{})
-	if _, err := h.client.RotationV1alpha1().RotatingCredentials("team").Create(context.Background(), hook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.indexer.Add(hook); err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{}, 4)
-	h.c.minters[rotationv1alpha1.MinterWebhook] = hangingMinter{started: started}
-	h.c.slots[rotationv1alpha1.MinterWebhook] = make(chan struct{}, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = h.c.sync(ctx, "team/hook") }()
-	}
-	<-started
-	<-started
-	// Two webhook calls hang; the third waits for a slot.
-	after, err := h.settle()
-	if err != nil || after != time.Hour || h.secretData()["token"] == nil {
-		t.Fatalf("the Random credential did not mint while the webhook hung: wait %v, %v", after, err)
-	}
-	cancel()
-	wg.Wait()
 }

@@ -1,0 +1,178 @@
+package credential
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/generated/informers/externalversions"
+)
+
+// hangingWebhook accepts every call and answers none until released (at
+// the end of the test); it counts the calls it holds.
+type hangingWebhook struct {
+	*httptest.Server
+	holding atomic.Int64
+	release chan struct{}
+}
+
+func newHangingWebhook(t *testing.T) *hangingWebhook {
+	h := &hangingWebhook{release: make(chan struct{})}
+	h.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.holding.Add(1)
+		defer h.holding.Add(-1)
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+		}
+	}))
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() { close(h.release) })
+		h.Close()
+	})
+	return h
+}
+
+func webhookRC(name, url string, caPEM []byte) *rotationv1alpha1.RotatingCredential {
+	rc := newRC()
+	rc.Name, rc.UID, rc.Spec.SecretRef.Name = name, types.UID("uid-"+name), name
+	timeout := int32(30)
+	rc.Spec.Minter = rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook, Webhook: &rotationv1alpha1.WebhookMinter{URL: url, CABundle: caPEM, TimeoutSeconds: &timeout}}
+	return rc
+}
+
+func certPEM(s *httptest.Server) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+}
+
+// TestHangingWebhooksHoldOnlyTheirOwnSlots: twenty RotatingCredentials
+// whose webhook accepts calls and never answers do not delay a Random
+// credential's mint, nor a revocation (/rotate Complete) on another
+// webhook, nor a mint on another webhook: all of them finish while the
+// hanging calls are still held. The controller runs with its real worker
+// pool and queue, as in rekey-apiserver.
+func TestHangingWebhooksHoldOnlyTheirOwnSlots(t *testing.T) {
+	hanging := newHangingWebhook(t)
+	var healthyCalls sync.Map // "op generation" -> true
+	healthy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req WebhookRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		healthyCalls.Store(fmt.Sprintf("%s %s %d", req.Name, req.Operation, req.Generation), true)
+		if req.Operation == "mint" {
+			_ = json.NewEncoder(w).Encode(WebhookResponse{Data: map[string][]byte{"password": []byte(fmt.Sprintf("p%d", req.Generation))}})
+		}
+	}))
+	defer healthy.Close()
+
+	var objects []runtime.Object
+	for i := 0; i < 20; i++ {
+		objects = append(objects, webhookRC(fmt.Sprintf("hook-%d", i), hanging.URL, certPEM(hanging.Server)))
+	}
+	random := newRC()
+	random.Name, random.UID, random.Spec.SecretRef.Name = "random", "uid-random", "random"
+	objects = append(objects, random, webhookRC("fresh", healthy.URL, certPEM(healthy)))
+	// "leaked" is in a grace period, and /rotate Complete asked to revoke
+	// the previous credential now.
+	now := time.Now().Truncate(time.Second)
+	leaked := recorded(webhookRC("leaked", healthy.URL, certPEM(healthy)), 2, now, rotationv1alpha1.CredentialRotating)
+	leaked.Status.CompletionRequestedGeneration = 2
+	leakedSecret := rotated(1, now)
+	leakedSecret.Name = "leaked"
+	objects = append(objects, leaked)
+
+	client := fake.NewSimpleClientset(objects...)
+	kube := kubefake.NewSimpleClientset(leakedSecret)
+	var uids atomic.Int64
+	kube.PrependReactor("create", "secrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		s := a.(clienttesting.CreateAction).GetObject().(*corev1.Secret)
+		s.UID = types.UID(fmt.Sprintf("uid-secret-%d", uids.Add(1)))
+		return false, nil, nil
+	})
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	c := NewController(client, kube, factory.Rotation().V1alpha1().RotatingCredentials(), factory.Rotation().V1alpha1().CertificateAuthorities(),
+		factory.Certificates().V1alpha1().Signers(), clock.RealClock{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	start := time.Now()
+	go c.Run(ctx, 16)
+
+	minted := func(name string) bool {
+		s, err := kube.CoreV1().Secrets("team").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && ReadSecret(s).Generation == 1 && len(s.Data) > 0
+	}
+	var randomAfter time.Duration
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 25*time.Second, true, func(context.Context) (bool, error) {
+		if randomAfter == 0 && minted("random") {
+			randomAfter = time.Since(start)
+		}
+		_, revoked := healthyCalls.Load("leaked revoke 1")
+		return randomAfter > 0 && revoked && minted("fresh"), nil
+	})
+	held := hanging.holding.Load()
+	t.Logf("with 20 hanging webhooks: Random minted after %v; all others done after %v; calls held by the hanging webhook then: %d", randomAfter, time.Since(start), held)
+	if err != nil {
+		// For the record: how long the Random credential did wait.
+		_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) { return minted("random"), nil })
+		t.Logf("the Random credential minted %v after the start", time.Since(start))
+		_, revoked := healthyCalls.Load("leaked revoke 1")
+		t.Fatalf("while 20 webhooks hung: Random minted %v, the other webhook's mint %v, its revocation %v", randomAfter > 0, minted("fresh"), revoked)
+	}
+	if held == 0 {
+		t.Fatal("the hanging webhook held no call when the others finished: they waited for it")
+	}
+}
+
+// A full lane puts a key on its waiting list and hands it back when a call
+// ends; another lane (another endpoint, or revocation) is not affected.
+func TestLanes(t *testing.T) {
+	var handedBack []string
+	c := newCalls(func(k string) { handedBack = append(handedBack, k) })
+	a := webhookRC("a", "https://hook-a.example:8443/mint", nil)
+	lane, limit := laneOf(a, StepMint)
+	if limit != 4 || lane != "Webhook Mint https://hook-a.example:8443" {
+		t.Fatalf("lane %q limit %d", lane, limit)
+	}
+	for i := 0; i < 4; i++ {
+		if !c.start(fmt.Sprintf("team/a%d", i), lane, limit) {
+			t.Fatalf("call %d found no slot", i)
+		}
+	}
+	if c.start("team/a4", lane, limit) || c.start("team/a4", lane, limit) {
+		t.Fatal("a fifth call got a slot")
+	}
+	if c.start("team/a0", lane, limit) || !c.busy("team/a0") {
+		t.Fatal("a key with a running call started another")
+	}
+	revoke, _ := laneOf(a, StepRevoke)
+	other, _ := laneOf(webhookRC("b", "https://HOOK-B.example/x", nil), StepMint)
+	if !c.start("team/r", revoke, limit) || !c.start("team/b", other, limit) {
+		t.Fatal("a full lane held the revocation's or another endpoint's")
+	}
+	c.finish("team/a0", lane)
+	if len(handedBack) != 1 || handedBack[0] != "team/a4" || c.busy("team/a0") {
+		t.Fatalf("handed back %v", handedBack)
+	}
+	if !c.start("team/a4", lane, limit) {
+		t.Fatal("the waiting key found no slot after one was freed")
+	}
+}
