@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	condmsg "rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/runner"
@@ -404,7 +405,7 @@ func (c *Controller) record(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	}
 	now := metav1.NewTime(c.clock.Now())
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Minted", ObservedGeneration: rc.Generation, LastTransitionTime: now,
-		Message: fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", "))})
+		Message: condmsg.Cap(fmt.Sprintf("generation %d in Secret %s (keys %s)", sec.Generation, secret.Name, strings.Join(sec.Keys, ", ")))})
 	setNotDegraded(rc, now)
 	return c.updateStatus(ctx, rc)
 }
@@ -420,6 +421,7 @@ func (c *Controller) failed(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 }
 
 func (c *Controller) degrade(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, reason, message string) error {
+	message = condmsg.Cap(message) // validation refuses a longer one, and webhook errors are quoted
 	if cond := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == reason && cond.Message == message {
 		return nil
 	}
