@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
@@ -124,6 +126,119 @@ func TestNodeServingApprovalIsCheckedAgainstTheNode(t *testing.T) {
 		})
 		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(csr.Status.Conditions) != 0 {
+			t.Errorf("%s: %v %+v, want pending", name, err, csr.Status)
+		}
+	}
+}
+
+// A node writes its own Node status (through kube-apiserver's Node
+// authorizer and NodeRestriction, as a kubelet does), and lists there
+// addresses that are not its own: another node's IP and name, a Service's
+// ClusterIP and in-cluster names, a load balancer's hostname, loopback,
+// localhost, the metadata address, an IP written as a DNS name. Its own
+// addresses are certified; none of the others is: each request stays
+// pending with an event naming the rule.
+func TestNodeServingRefusesWhatANodeWritesAboutItself(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-team-a"}}
+	if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	web, err := cluster.Admin.CoreV1().Services(ns.Name).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "lb-e2e.elb.example.com"}}
+	if _, err := cluster.Admin.CoreV1().Services(ns.Name).UpdateStatus(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	makeNode(t, "e2e-honest", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.3.4"}, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "e2e-honest"})
+	makeNode(t, "e2e-liar")
+
+	// The node writes its status itself, with its own credential.
+	node, nodeKubeconfig := userClient(t, "system:node:e2e-liar", "system:nodes")
+	cfg, err := clientcmd.BuildConfigFromFlags("", nodeKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNode := kubernetes.NewForConfigOrDie(cfg)
+	claimed := map[string]corev1.NodeAddressType{
+		"10.1.3.9": corev1.NodeInternalIP, "e2e-liar": corev1.NodeHostName, "e2e-liar.nodes.example": corev1.NodeInternalDNS, // its own
+		"10.1.3.4": corev1.NodeInternalIP, "e2e-honest": corev1.NodeHostName, // the other node's
+		web.Spec.ClusterIP: corev1.NodeExternalIP, "127.0.0.2": corev1.NodeInternalIP, "169.254.169.254": corev1.NodeInternalIP,
+		"kubernetes.default.svc": corev1.NodeInternalDNS, "web": corev1.NodeInternalDNS, "web.e2e-team-a": corev1.NodeInternalDNS,
+		"lb-e2e.elb.example.com": corev1.NodeExternalDNS, "localhost": corev1.NodeInternalDNS, "10.1.3.8": corev1.NodeInternalDNS,
+	}
+	eventually(t, func() error {
+		n, err := asNode.CoreV1().Nodes().Get(ctx, "e2e-liar", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Addresses = nil
+		for a, typ := range claimed {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: typ, Address: a})
+		}
+		_, err = asNode.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+
+	// Its own addresses: certified in the create, once rekey has read the
+	// status.
+	attempt := 0
+	eventually(t, func() error {
+		attempt++
+		csr := create(t, node, servingCSR(t, fmt.Sprintf("liar-own-%d", attempt), "e2e-liar", []string{"e2e-liar", "e2e-liar.nodes.example"}, "10.1.3.9"))
+		if len(csr.Status.Certificate) == 0 {
+			return fmt.Errorf("not issued in the create: %+v", csr.Status.Conditions)
+		}
+		return nil
+	})
+
+	refused := map[string]struct {
+		dns    []string
+		ips    []string
+		reason string
+	}{
+		"liar-other-ip":        {ips: []string{"10.1.3.4"}, reason: "also claimed by Node e2e-honest"},
+		"liar-other-name":      {dns: []string{"e2e-honest"}, reason: "single-label"},
+		"liar-service-ip":      {ips: []string{web.Spec.ClusterIP}, reason: "Service e2e-team-a/web"},
+		"liar-loopback":        {ips: []string{"127.0.0.2"}, reason: "loopback"},
+		"liar-metadata":        {ips: []string{"169.254.169.254"}, reason: "link-local"},
+		"liar-kubernetes":      {dns: []string{"kubernetes.default.svc"}, reason: "kube-apiserver"},
+		"liar-service-short":   {dns: []string{"web"}, reason: "Service e2e-team-a/web"},
+		"liar-service-ns":      {dns: []string{"web.e2e-team-a"}, reason: "Service e2e-team-a/web"},
+		"liar-lb-hostname":     {dns: []string{"lb-e2e.elb.example.com"}, reason: "load-balancer hostname of Service e2e-team-a/web"},
+		"liar-localhost":       {dns: []string{"localhost"}, reason: "local host"},
+		"liar-ip-as-dns-name":  {dns: []string{"10.1.3.8"}, reason: "IP address written as a DNS name"},
+		"liar-one-bad-of-many": {dns: []string{"e2e-liar", "web.e2e-team-a"}, ips: []string{"10.1.3.9"}, reason: "Service e2e-team-a/web"},
+	}
+	for name, tc := range refused {
+		got := create(t, node, servingCSR(t, name, "e2e-liar", tc.dns, tc.ips...))
+		if len(got.Status.Conditions) != 0 || len(got.Status.Certificate) != 0 {
+			t.Errorf("%s was decided at create: %+v (certificate: %t)", name, got.Status.Conditions, len(got.Status.Certificate) > 0)
+		}
+	}
+	for name, tc := range refused {
+		eventually(t, func() error {
+			events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=NotAutoApproved"})
+			if err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, tc.reason) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no NotAutoApproved event for %s naming %q (%d events)", name, tc.reason, len(events.Items))
+		})
+		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(csr.Status.Conditions) != 0 || len(csr.Status.Certificate) != 0 {
 			t.Errorf("%s: %v %+v, want pending", name, err, csr.Status)
 		}
 	}

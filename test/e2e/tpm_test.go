@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -114,6 +115,10 @@ func requireRefusedAtCreate(t *testing.T, what string, got *certv1alpha1.Certifi
 // policy's roots, and a changed PCR under a fixed policy.
 func TestTPMNodeAttestation(t *testing.T) {
 	ctx := context.Background()
+	// The addresses its serving certificate names, in its Node (read by
+	// rekey long before the serving request comes).
+	makeNode(t, "tpm-node-a", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.7"},
+		corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "tpm-node-a.example.com"})
 	tpmA := framework.StartSWTPM(t)
 	root, intermediate := framework.SWTPMRoots(t)
 	tpmPolicy(t, "e2e-tpm", root, intermediate, readPCRs(t, tpmA))
