@@ -195,9 +195,8 @@ type identity struct{ requester, subject string }
 
 // pendingOf is one identity's valid certificates of the previous key.
 type pendingOf struct {
-	count int
-	// first holds the maxPendingListed that expire first.
-	first []issuance.Record
+	count    int
+	earliest time.Time
 }
 
 // countPending counts the certificates signed by the previous key that are
@@ -208,8 +207,8 @@ type pendingOf struct {
 // the last count (or a counted certificate has expired since), so a
 // Prepared CA looked at every pendingRecount costs one small etcd read
 // while nothing happens. What a count holds grows with the identities
-// that have certificates of the two keys (at most maxPendingListed
-// records each), not with the records.
+// that have certificates of the two keys (a few words each), not with the
+// records.
 func (c *Controller) countPending(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) error {
 	if c.records == nil || b.Previous == nil {
 		status.PendingRenewal, status.PendingRenewals = 0, nil
@@ -248,23 +247,30 @@ func (c *Controller) forgetCount(name string) {
 	c.countsMu.Unlock()
 }
 
-// count reads every record of a CA once.
+// count reads every record of a CA: once to count, and a second time
+// when the first certificates to list could not be told on the first pass
+// (which identities renewed is known only at its end).
 func (c *Controller) count(ctx context.Context, name string, b *cabinding.Binding, rev int64, now time.Time) (*pendingCount, error) {
 	renewed := map[identity]bool{}
 	pending := map[identity]*pendingOf{}
+	pendingOld := func(r issuance.Record) bool { return r.CAKeyID == b.Previous.KeyID && r.NotAfter.After(now) }
+	var first []issuance.Record
 	err := c.records.Scan(ctx, name, func(r issuance.Record) error {
 		id := identity{r.Requester, r.Subject}
 		switch {
 		case r.CAKeyID == b.KeyID:
 			renewed[id] = true
-		case r.CAKeyID == b.Previous.KeyID && r.NotAfter.After(now):
+		case pendingOld(r):
 			p := pending[id]
 			if p == nil {
-				p = &pendingOf{}
+				p = &pendingOf{earliest: r.NotAfter}
 				pending[id] = p
 			}
 			p.count++
-			p.first = keepFirst(p.first, r)
+			if r.NotAfter.Before(p.earliest) {
+				p.earliest = r.NotAfter
+			}
+			first = keepFirst(first, r)
 		}
 		return nil
 	})
@@ -272,24 +278,37 @@ func (c *Controller) count(ctx context.Context, name string, b *cabinding.Bindin
 		return nil, fmt.Errorf("reading the issuance records of %s: %w", name, err)
 	}
 	out := &pendingCount{keyID: b.KeyID, previousKeyID: b.Previous.KeyID, revision: rev, validUntil: now.Add(24 * time.Hour)}
-	var first []issuance.Record
 	total := 0
 	for id, p := range pending {
 		if renewed[id] {
 			continue
 		}
 		total += p.count
-		for _, r := range p.first {
-			first = keepFirst(first, r)
+		if p.earliest.Before(out.validUntil) {
+			out.validUntil = p.earliest
 		}
-		// Certificates of an identity expire in order: the first one is
-		// its earliest.
-		if p.first[0].NotAfter.Before(out.validUntil) {
-			out.validUntil = p.first[0].NotAfter
+	}
+	listed := first[:0]
+	for _, r := range first {
+		if !renewed[identity{r.Requester, r.Subject}] {
+			listed = append(listed, r)
+		}
+	}
+	if len(listed) < min(total, maxPendingListed) {
+		// Renewed identities' certificates took places in the list.
+		listed = nil
+		err := c.records.Scan(ctx, name, func(r issuance.Record) error {
+			if pendingOld(r) && !renewed[identity{r.Requester, r.Subject}] {
+				listed = keepFirst(listed, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading the issuance records of %s: %w", name, err)
 		}
 	}
 	out.count = int32(min(total, math.MaxInt32))
-	for _, r := range first {
+	for _, r := range listed {
 		out.listed = append(out.listed, rotationv1alpha1.PendingRenewal{
 			Requester: r.Requester, Subject: r.Subject, CSRName: r.CSRName, SerialNumber: r.Serial, NotAfter: metav1.NewTime(r.NotAfter),
 		})

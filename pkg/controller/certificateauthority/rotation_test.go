@@ -13,6 +13,7 @@ import (
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/signing/cabinding"
 	"rekey.io/rekey/pkg/signing/signingtest"
 )
 
@@ -231,5 +232,29 @@ func TestPreparedCountsAgainOnlyWhenSomethingChanged(t *testing.T) {
 	records.add(issuance.Record{Serial: "new", Requester: "system:node:n1", Subject: "CN=system:node:n1", CAKeyID: newKey, NotAfter: start.Add(48 * time.Hour)})
 	if got := handle(); got.Status.PendingRenewal != 0 || len(got.Status.PendingRenewals) != 0 || records.scans != 3 {
 		t.Fatalf("pending %d %+v after the renewal (%d scans), want 0 after a third scan", got.Status.PendingRenewal, got.Status.PendingRenewals, records.scans)
+	}
+}
+
+// TestPendingListSkipsRenewedIdentities: when the certificates that
+// expire first belong to an identity that renewed, the list still names
+// the ones not renewed (read on a second pass).
+func TestPendingListSkipsRenewedIdentities(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	records := &fakeRecords{}
+	c := &Controller{records: records, clock: clk}
+	start := clk.Now()
+	for i := 0; i < 2*maxPendingListed; i++ {
+		records.add(issuance.Record{Serial: fmt.Sprint("a", i), Requester: "alice", Subject: "CN=a", CAKeyID: "k1", NotAfter: start.Add(time.Duration(i+1) * time.Minute)})
+	}
+	records.add(issuance.Record{Serial: "a-new", Requester: "alice", Subject: "CN=a", CAKeyID: "k2", NotAfter: start.Add(48 * time.Hour)})
+	records.add(issuance.Record{Serial: "b", CSRName: "bob-old", Requester: "bob", Subject: "CN=b", CAKeyID: "k1", NotAfter: start.Add(24 * time.Hour)})
+	ca := newCA("team-ca", "0123456789")
+	status := &rotationv1alpha1.CertificateAuthorityStatus{}
+	b := &cabinding.Binding{KeyID: "k2", Previous: &cabinding.Key{KeyID: "k1"}}
+	if err := c.countPending(context.Background(), ca, b, status); err != nil {
+		t.Fatal(err)
+	}
+	if status.PendingRenewal != 1 || len(status.PendingRenewals) != 1 || status.PendingRenewals[0].CSRName != "bob-old" {
+		t.Fatalf("pending %d %+v, want bob's only", status.PendingRenewal, status.PendingRenewals)
 	}
 }
