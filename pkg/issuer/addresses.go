@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // What rekey accepts as a node's address. A node writes its own Node
@@ -14,6 +15,7 @@ import (
 // says so. On top of "listed in its own Node's status", an address must
 // not be one that is demonstrably somebody else's or nobody's:
 //
+//   - a DNS name must be one (RFC 1123), and never a wildcard;
 //   - never a node's: loopback, unspecified, link-local (where cloud
 //     metadata services answer), multicast and broadcast addresses, the
 //     cloud metadata addresses outside those ranges, the names of the
@@ -244,6 +246,10 @@ func (c *claims) dnsRefusal(name string) string {
 		return "is an IP address written as a DNS name: ask for it as an IP address, which is checked as one"
 	case isLocalhost(n):
 		return "names the local host (localhost)"
+	case len(validation.IsDNS1123Subdomain(n)) > 0:
+		// What no resolver looks up is no address, and a name a sloppy
+		// client might read otherwise (a NUL, a space) is not checked here.
+		return "is not a valid DNS name (RFC 1123: letters, digits, '-' and '.')"
 	}
 	for i := 0; i+1 < len(labels); i++ {
 		if svc, ok := c.servicePairs[labels[i]+"."+labels[i+1]]; ok {

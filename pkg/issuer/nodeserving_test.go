@@ -47,7 +47,7 @@ func hostile(t *testing.T) *ListerClusterView {
 		"lb-1.elb.example.com", "LB-1.ELB.example.com.", "db.example.net",
 		"localhost", "LOCALHOST.", "app.localhost", "localhost.localdomain", "ip6-localhost",
 		"10.0.0.5", "10.0.0.1", "10.0.0.5.", "10.5", "167772165", "0x0a.0.0.5", "10.0.0.5.nip.io", "10-0-0-5.sslip.io", "::1",
-		"n2", "n2.nodes.example.com", "shared.example.com", "*.nodes.example.com")...)
+		"n2", "n2.nodes.example.com", "shared.example.com", "*.nodes.example.com", "n1.nodes.example.com\x00.evil", "n1 .nodes.example.com", "n1..example.com")...)
 	n2 := append(addrs(corev1.NodeInternalIP, "10.0.0.6", "10.0.0.9"), addrs(corev1.NodeInternalDNS, "n2.nodes.example.com", "shared.example.com")...)
 	n2 = append(n2, addrs(corev1.NodeHostName, "n2")...)
 
@@ -214,6 +214,10 @@ func TestDecideNodeServing(t *testing.T) {
 		"dns:shared.example.com":   "also claimed by Node n2",
 		// A wildcard is every host of a domain.
 		"dns:*.nodes.example.com": "wildcard",
+		// What no resolver looks up.
+		"dns:n1.nodes.example.com\x00.evil": "not a valid DNS name",
+		"dns:n1 .nodes.example.com":         "not a valid DNS name",
+		"dns:n1..example.com":               "not a valid DNS name",
 	} {
 		kind, value, _ := strings.Cut(san, ":")
 		tests["refused "+san] = struct {
