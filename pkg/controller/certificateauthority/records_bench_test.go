@@ -46,6 +46,7 @@ func BenchmarkPreparedReconcile(b *testing.B) {
 		}
 		n = v
 	}
+	var err error
 	client := etcdtest.Start(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -54,6 +55,11 @@ func BenchmarkPreparedReconcile(b *testing.B) {
 	bulkLoad(b, client, prefix, n)
 	b.Logf("loaded %d records in %v", n, time.Since(start).Round(time.Millisecond))
 	rec := issuance.NewRecorder(ctx, client, prefix)
+	if s := os.Getenv("REKEY_BENCH_PAGE"); s != "" {
+		if rec.PageSize, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// One write through the recorder, so the CA has a revision key.
 	if err := rec.Record(ctx, issuance.Record{Serial: "ffffffff", CAName: "bench", CAKeyID: "bench-2", Requester: "x", Subject: "CN=x", NotAfter: time.Now().Add(time.Hour)}); err != nil {
 		b.Fatal(err)
