@@ -68,6 +68,8 @@ type Controller struct {
 	callBackoff workqueue.TypedRateLimiter[string]
 	// inline runs minter calls in the worker (unit tests of the steps).
 	inline bool
+	// secrets watches the Secrets rekey labelled, per namespace (secrets.go).
+	secrets *secretWatches
 	// afterStep is a test hook called after each step that wrote something.
 	afterStep func(StepKind)
 }
@@ -86,6 +88,7 @@ func NewController(client clientset.Interface, kube kubernetes.Interface, creds 
 	c.calls = newCalls(c.queue.Add)
 	if kube != nil {
 		c.minters[rotationv1alpha1.MinterServiceAccountToken] = ServiceAccountTokenMinter{Kube: kube}
+		c.secrets = newSecretWatches(kube, c.ownersOf, c.queue.Add)
 	}
 	c.afterStep = testHook()
 	_, _ = creds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -94,6 +97,13 @@ func NewController(client clientset.Interface, kube kubernetes.Interface, creds 
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				forget(key)
+				// The namespace's last RotatingCredential: stop watching
+				// its Secrets.
+				if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil {
+					if left, err := c.creds.RotatingCredentials(ns).List(labels.Everything()); err == nil && len(left) == 0 {
+						c.secrets.stop(ns)
+					}
+				}
 			}
 		},
 	})
@@ -108,6 +118,22 @@ func (c *Controller) enqueue(obj any) {
 	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 		c.queue.Add(key)
 	}
+}
+
+// ownersOf is the keys of the RotatingCredentials that name Secret
+// ns/secret.
+func (c *Controller) ownersOf(ns, secret string) []string {
+	all, err := c.creds.RotatingCredentials(ns).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var keys []string
+	for _, rc := range all {
+		if rc.Spec.SecretRef.Name == secret {
+			keys = append(keys, ns+"/"+rc.Name)
+		}
+	}
+	return keys
 }
 
 func (c *Controller) enqueueClientCertificates() {
@@ -154,6 +180,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if c.kube == nil {
 		return 0, c.degrade(ctx, rc, "NoHostCluster", "rekey-apiserver runs without a host cluster (--kubeconfig): there is no Secret to keep the credential in")
 	}
+	// A Secret deleted or edited by hand is seen at once from now on.
+	c.secrets.ensure(ctx, ns)
 	minter := c.minters[rc.Spec.Minter.Type]
 	if minter == nil {
 		return 0, c.degrade(ctx, rc, "UnknownMinter", fmt.Sprintf("minter type %q is not served", rc.Spec.Minter.Type))
@@ -174,6 +202,16 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		return max(plan.At.Sub(now), time.Millisecond), nil
 	case StepRefuse:
+		// The cache may not show yet the claim rekey recorded before it
+		// created the Secret: the stored object decides. When it is newer,
+		// its informer event brings the key back.
+		stored, err := c.client.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		if stored.ResourceVersion != rc.ResourceVersion {
+			return 0, nil
+		}
 		return 5 * time.Minute, c.degrade(ctx, rc, "SecretNotManaged", plan.Reason)
 	case StepRecord:
 		err = c.record(ctx, rc, secret)

@@ -213,3 +213,30 @@ func TestFailingWebhookKeepsTheCurrentCredential(t *testing.T) {
 		t.Fatalf("status after recovery %+v", rc.Status)
 	}
 }
+
+// A Secret a user made with rekey's label (and even its annotations) is
+// never written: Degraded SecretNotManaged, its data and metadata as they
+// were.
+func TestSecretLabelledByHandIsNotTakenOver(t *testing.T) {
+	h := newHarness(t, newRC(), RandomMinter{})
+	mine := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team", UID: "made-by-a-user",
+		Labels: map[string]string{LabelManagedBy: ManagedBy}, Annotations: map[string]string{AnnotationOwner: "uid-1"}},
+		Data: map[string][]byte{"token": []byte("the user's")}}
+	if _, err := h.kube.CoreV1().Secrets("team").Create(context.Background(), mine, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.kube.CoreV1().Secrets("team").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.Data["token"]) != "the user's" || len(s.Data) != 1 || s.Annotations[AnnotationGeneration] != "" {
+		t.Fatalf("the user's Secret was written: %v", s.Annotations)
+	}
+	rc := h.refresh()
+	if c := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded); c == nil || c.Reason != "SecretNotManaged" || rc.Status.CredentialGeneration != 0 {
+		t.Fatalf("status %+v", rc.Status)
+	}
+}

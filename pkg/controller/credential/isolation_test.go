@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -175,4 +178,82 @@ func TestLanes(t *testing.T) {
 	if !c.start("team/a4", lane, limit) {
 		t.Fatal("the waiting key found no slot after one was freed")
 	}
+}
+
+// startController runs the controller as rekey-apiserver does, over fake
+// clients holding objects.
+func startController(t *testing.T, ctx context.Context, objects []runtime.Object, secrets ...runtime.Object) (*Controller, *fake.Clientset, *kubefake.Clientset) {
+	client := fake.NewSimpleClientset(objects...)
+	kube := kubefake.NewSimpleClientset(secrets...)
+	var uids atomic.Int64
+	kube.PrependReactor("create", "secrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		s := a.(clienttesting.CreateAction).GetObject().(*corev1.Secret)
+		s.UID = types.UID(fmt.Sprintf("uid-secret-%d", uids.Add(1)))
+		return false, nil, nil
+	})
+	// kube-apiserver refuses a write from a stale copy; the fake does not.
+	var rv atomic.Int64
+	gvr := rotationv1alpha1.SchemeGroupVersion.WithResource("rotatingcredentials")
+	client.PrependReactor("update", "rotatingcredentials", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		rc := a.(clienttesting.UpdateAction).GetObject().(*rotationv1alpha1.RotatingCredential).DeepCopy()
+		cur, err := client.Tracker().Get(gvr, rc.Namespace, rc.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if rc.ResourceVersion != cur.(*rotationv1alpha1.RotatingCredential).ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), rc.Name, errors.New("stale"))
+		}
+		rc.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+		return true, rc, client.Tracker().Update(gvr, rc, rc.Namespace)
+	})
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	c := NewController(client, kube, factory.Rotation().V1alpha1().RotatingCredentials(), factory.Rotation().V1alpha1().CertificateAuthorities(),
+		factory.Certificates().V1alpha1().Signers(), clock.RealClock{})
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 4)
+	return c, client, kube
+}
+
+// A Secret deleted or edited by hand is minted again as soon as the watch
+// reports it, not at the next rotation or resync (the RotatingCredential's
+// own requeue is an hour away here).
+func TestDeletedOrEditedSecretIsNoticedAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, client, kube := startController(t, ctx, []runtime.Object{newRC()})
+	// waitFor waits until the Secret satisfies ok and status recorded it.
+	waitFor := func(what string, ok func(*corev1.Secret) bool) *corev1.Secret {
+		t.Helper()
+		var s *corev1.Secret
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			s, err = kube.CoreV1().Secrets("team").Get(ctx, "db", metav1.GetOptions{})
+			if err != nil || !ok(s) {
+				return false, nil
+			}
+			rc, err := client.RotationV1alpha1().RotatingCredentials("team").Get(ctx, "db", metav1.GetOptions{})
+			return err == nil && rc.Status.CredentialGeneration == ReadSecret(s).Generation && rc.Status.SecretUID == s.UID, nil
+		}); err != nil {
+			rc, _ := client.RotationV1alpha1().RotatingCredentials("team").Get(ctx, "db", metav1.GetOptions{})
+			t.Fatalf("the Secret was never %s: %v; status %+v", what, s.Annotations, rc.Status)
+		}
+		return s
+	}
+	waitFor("minted", func(s *corev1.Secret) bool { return ReadSecret(s).Generation == 1 })
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.secrets.hasSynced("team"), nil
+	}); err != nil {
+		t.Fatal("the namespace's Secrets are not watched")
+	}
+	if err := kube.CoreV1().Secrets("team").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitFor("minted again after its deletion", func(s *corev1.Secret) bool { return ReadSecret(s).Generation == 2 })
+	s.Data["token"] = []byte("typed in")
+	if _, err := kube.CoreV1().Secrets("team").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("minted again after an edit", func(s *corev1.Secret) bool {
+		return ReadSecret(s).Generation == 3 && string(s.Data["token"]) != "typed in"
+	})
 }
