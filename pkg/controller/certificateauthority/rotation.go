@@ -184,9 +184,18 @@ type pendingCount struct {
 	keyID, previousKeyID string
 	revision             int64
 	validUntil           time.Time
-	count                int32
-	listed               []rotationv1alpha1.PendingRenewal
+	// countedAt and took say when the count was made and how long it
+	// took: the next is not made before countedAt + recountFactor*took.
+	countedAt time.Time
+	took      time.Duration
+	count     int32
+	listed    []rotationv1alpha1.PendingRenewal
 }
+
+// recountFactor keeps counting below a fifth of one core's time however
+// many records a CA holds: a count that read records for 4s is not made
+// again for 20s, renewals or not.
+const recountFactor = 5
 
 // identity is who a certificate was for: the requester and the subject
 // certified. A certificate counts as renewed once the same identity has a
@@ -206,7 +215,9 @@ type pendingOf struct {
 // The records are read a page at a time, and only when they changed since
 // the last count (or a counted certificate has expired since), so a
 // Prepared CA looked at every pendingRecount costs one small etcd read
-// while nothing happens. What a count holds grows with the identities
+// while nothing happens; and not again before recountFactor times the
+// last count's duration, so a CA with very many records is counted less
+// often (its status lags by as much) instead of keeping a core busy. What a count holds grows with the identities
 // that have certificates of the two keys (a few words each), not with the
 // records.
 func (c *Controller) countPending(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) error {
@@ -223,11 +234,15 @@ func (c *Controller) countPending(ctx context.Context, ca *rotationv1alpha1.Cert
 	c.countsMu.Lock()
 	cached, ok := c.counts[ca.Name]
 	c.countsMu.Unlock()
-	if !ok || cached.revision != rev || cached.keyID != b.KeyID || cached.previousKeyID != b.Previous.KeyID || !now.Before(cached.validUntil) {
+	stale := !ok || cached.keyID != b.KeyID || cached.previousKeyID != b.Previous.KeyID
+	changed := ok && (cached.revision != rev || !now.Before(cached.validUntil))
+	if stale || changed && !now.Before(cached.countedAt.Add(recountFactor*cached.took)) {
 		cached, err = c.count(ctx, ca.Name, b, rev, now)
 		if err != nil {
 			return err
 		}
+		// The real clock's readings carry a monotonic part, which Sub uses.
+		cached.countedAt, cached.took = now, c.clock.Since(now)
 		c.countsMu.Lock()
 		if c.counts == nil {
 			c.counts = map[string]*pendingCount{}

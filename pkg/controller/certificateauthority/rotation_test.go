@@ -24,13 +24,19 @@ type fakeRecords struct {
 	rev      int64
 	scans    int
 	pruneErr error
+	// onScan runs at each scan (a test's clock moving during it).
+	onScan func()
 }
 
 func (f *fakeRecords) Scan(_ context.Context, _ string, fn func(issuance.Record) error) error {
 	f.mu.Lock()
 	f.scans++
 	list := append([]issuance.Record(nil), f.list...)
+	onScan := f.onScan
 	f.mu.Unlock()
+	if onScan != nil {
+		onScan()
+	}
 	for _, r := range list {
 		if err := fn(r); err != nil {
 			return err
@@ -256,5 +262,38 @@ func TestPendingListSkipsRenewedIdentities(t *testing.T) {
 	}
 	if status.PendingRenewal != 1 || len(status.PendingRenewals) != 1 || status.PendingRenewals[0].CSRName != "bob-old" {
 		t.Fatalf("pending %d %+v, want bob's only", status.PendingRenewal, status.PendingRenewals)
+	}
+}
+
+// TestASlowCountIsNotRepeatedAtOnce: a count that took a while is not made
+// again, even after records changed, before recountFactor times as long.
+func TestASlowCountIsNotRepeatedAtOnce(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	records := &fakeRecords{}
+	records.onScan = func() { clk.SetTime(clk.Now().Add(time.Second)) }
+	c := &Controller{records: records, clock: clk}
+	ca := newCA("team-ca", "0123456789")
+	b := &cabinding.Binding{KeyID: "k2", Previous: &cabinding.Key{KeyID: "k1"}}
+	count := func() int32 {
+		t.Helper()
+		status := &rotationv1alpha1.CertificateAuthorityStatus{}
+		if err := c.countPending(context.Background(), ca, b, status); err != nil {
+			t.Fatal(err)
+		}
+		return status.PendingRenewal
+	}
+	records.add(issuance.Record{Serial: "1", Requester: "a", Subject: "CN=a", CAKeyID: "k1", NotAfter: start.Add(48 * time.Hour)})
+	if n := count(); n != 1 || records.scans != 1 {
+		t.Fatalf("pending %d after %d scans", n, records.scans)
+	}
+	records.add(issuance.Record{Serial: "2", Requester: "b", Subject: "CN=b", CAKeyID: "k1", NotAfter: start.Add(48 * time.Hour)})
+	clk.SetTime(start.Add(3 * time.Second))
+	if n := count(); n != 1 || records.scans != 1 {
+		t.Fatalf("counted again 2s after a count that took 1s: pending %d, %d scans", n, records.scans)
+	}
+	clk.SetTime(start.Add(recountFactor * time.Second))
+	if n := count(); n != 2 || records.scans != 2 {
+		t.Fatalf("pending %d, %d scans once the wait was over, want 2 after a second scan", n, records.scans)
 	}
 }
