@@ -16,9 +16,10 @@ import (
 
 // Defaults of the per-requester limit on create-time issuance: a kubelet
 // asks for a client and a serving certificate at start and again near the
-// end of each one's lifetime, far below a burst of 20; one more every 10
-// seconds lets 20 nodes bootstrapping with one shared token still get
-// through in a few minutes.
+// end of each one's lifetime, far below a burst of 20. One more every 10
+// seconds bounds a flood to 360 certificates an hour per identity and
+// replica, and still lets nodes that share one bootstrap token join: 20
+// at once, then one every 10 seconds.
 const (
 	DefaultRequesterBurst    = 20
 	DefaultRequesterInterval = 10 * time.Second
