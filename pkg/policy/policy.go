@@ -16,6 +16,7 @@ import (
 	"time"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/message"
 )
 
 // Violation is a request that breaks one rule of a signer's policy. Rule
@@ -179,10 +180,10 @@ func checkPrivilegedGroup(usages []certv1alpha1.KeyUsage, req *x509.CertificateR
 func checkSubject(p *certv1alpha1.SubjectPolicy, requester string, req *x509.CertificateRequest) error {
 	cn := req.Subject.CommonName
 	if p.CommonNamePrefix != "" && (!strings.HasPrefix(cn, p.CommonNamePrefix) || len(cn) == len(p.CommonNamePrefix)) {
-		return violation("policy.subject.commonNamePrefix", "common name %q must start with %q", cn, p.CommonNamePrefix)
+		return violation("policy.subject.commonNamePrefix", "common name %s must start with %q", message.Quote(cn), p.CommonNamePrefix)
 	}
 	if p.CommonNameIsRequester && cn != requester {
-		return violation("policy.subject.commonNameIsRequester", "common name %q must be the requesting user's name %q", cn, requester)
+		return violation("policy.subject.commonNameIsRequester", "common name %s must be the requesting user's name %q", message.Quote(cn), requester)
 	}
 	if p.ForbidOtherAttributes {
 		if attr := otherSubjectAttribute(req); attr != "" {
@@ -191,11 +192,11 @@ func checkSubject(p *certv1alpha1.SubjectPolicy, requester string, req *x509.Cer
 	}
 	orgs := req.Subject.Organization
 	if len(p.Organizations) > 0 && !sameSet(orgs, p.Organizations) {
-		return violation("policy.subject.organizations", "organizations must be exactly %q, got %q", p.Organizations, orgs)
+		return violation("policy.subject.organizations", "organizations must be exactly %q, got %s", p.Organizations, message.Quote(fmt.Sprintf("%q", orgs)))
 	}
 	for _, o := range orgs {
 		if slices.Contains(p.ForbiddenOrganizations, o) {
-			return violation("policy.subject.forbiddenOrganizations", "organization %q is not allowed", o)
+			return violation("policy.subject.forbiddenOrganizations", "organization %s is not allowed", message.Quote(o))
 		}
 	}
 	return nil
@@ -231,7 +232,7 @@ func checkSANs(p *certv1alpha1.SubjectAltNamePolicy, req *x509.CertificateReques
 	if !p.AllowWildcardDNSNames {
 		for _, name := range req.DNSNames {
 			if strings.Contains(name, "*") {
-				return violation("policy.subjectAltNames.allowWildcardDNSNames", "wildcard DNS name %q is not allowed", name)
+				return violation("policy.subjectAltNames.allowWildcardDNSNames", "wildcard DNS name %s is not allowed", message.Quote(name))
 			}
 		}
 	}

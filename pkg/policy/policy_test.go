@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -289,5 +290,31 @@ func TestKubeletServingApprovalDependsOnTheHostCluster(t *testing.T) {
 	}
 	if mode(true) != certv1alpha1.ApprovalNodeServing || mode(false) != certv1alpha1.ApprovalManual {
 		t.Fatalf("with a host cluster %s, without %s", mode(true), mode(false))
+	}
+}
+
+// TestViolationsQuoteTheSubjectBriefly: a refusal names the rule and
+// quotes only the start of a requester's 20,000-character subject
+// attribute or name, never the whole of it.
+func TestViolationsQuoteTheSubjectBriefly(t *testing.T) {
+	huge := strings.Repeat("é", 20000)
+	for name, tc := range map[string]struct {
+		p certv1alpha1.SignerPolicy
+		r req
+	}{
+		"common name prefix":     {KubeletClientPolicy, req{cn: huge, orgs: nodeOrgs, usages: clientU}},
+		"common name requester":  {KubeletServingPolicy, req{cn: "system:node:" + huge, user: "system:node:n1", orgs: nodeOrgs, dns: []string{"n1"}, usages: []certv1alpha1.KeyUsage{ke, ds, sa}}},
+		"organizations":          {KubeletClientPolicy, req{cn: "system:node:n1", orgs: []string{huge}, usages: clientU}},
+		"forbidden organization": {certv1alpha1.SignerPolicy{Subject: certv1alpha1.SubjectPolicy{ForbiddenOrganizations: []string{huge}}}, req{cn: "a", orgs: []string{huge}, usages: clientU}},
+		"wildcard DNS name":      {certv1alpha1.SignerPolicy{SubjectAltNames: certv1alpha1.SubjectAltNamePolicy{Allowed: []certv1alpha1.SubjectAltNameType{certv1alpha1.SANTypeDNS}}}, req{cn: "a", dns: []string{"*." + strings.Repeat("a", 20000)}, usages: clientU}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, parsed := build(t, tc.r)
+			_, err := Evaluate(&tc.p, spec, parsed)
+			var v *Violation
+			if !errors.As(err, &v) || len(v.Message) > 1024 {
+				t.Fatalf("violation of %d bytes: %.300v", len(fmt.Sprint(err)), err)
+			}
+		})
 	}
 }
