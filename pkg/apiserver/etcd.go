@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
+	"rekey.io/rekey/pkg/quietlog"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/keksecret"
 	"rekey.io/rekey/pkg/standalone"
@@ -61,7 +62,9 @@ func newEtcdKeyStore(ctx context.Context, client *clientv3.Client, prefix string
 		}
 		var kubeClient kubernetes.Interface
 		if kubeClient, err = kubernetes.NewForConfig(kube); err == nil {
-			kek, err = keksecret.Ensure(ctx, kubeClient.CoreV1(), keys.KEKSecret)
+			// The Secret holds the key of every CA key: its read and
+			// create must never be dumped into the log (package quietlog).
+			kek, err = keksecret.Ensure(quietlog.Context(ctx), kubeClient.CoreV1(), keys.KEKSecret)
 		}
 	default:
 		kek, err = signing.LoadKEK(keys.KEKFile)

@@ -20,6 +20,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/quietlog"
 	"rekey.io/rekey/pkg/serveridentity"
 )
 
@@ -46,6 +47,7 @@ func RequestName(rc *rotationv1alpha1.RotatingCredential, generation int64) stri
 
 // Mint implements Minter.
 func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) (map[string][]byte, error) {
+	ctx = quietlog.Context(ctx) // carries a credential: never dump it (package quietlog)
 	spec := rc.Spec.Minter.ClientCertificate
 	if spec == nil {
 		return nil, &MintError{Reason: "InvalidSpec", Err: fmt.Errorf("no clientCertificate block")}
@@ -146,6 +148,7 @@ func (m ClientCertificateMinter) trustBundle(ctx context.Context, signerName str
 // is not this generation's and is left alone (this generation's was then
 // never made: the name was taken).
 func (m ClientCertificateMinter) Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error {
+	ctx = quietlog.Context(ctx) // carries a credential: never dump it (package quietlog)
 	err := m.deleteOwn(ctx, rc, RequestName(rc, generation))
 	var me *MintError
 	if errors.As(err, &me) && me.Reason == "RequestConflict" {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/quietlog"
 )
 
 // ServiceAccountTokenMinter requests tokens bound to a Secret rekey makes
@@ -34,6 +35,7 @@ func BindingName(rc *rotationv1alpha1.RotatingCredential, generation int64) stri
 
 // Mint implements Minter.
 func (m ServiceAccountTokenMinter) Mint(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) (map[string][]byte, error) {
+	ctx = quietlog.Context(ctx) // carries a credential: never dump it (package quietlog)
 	spec := rc.Spec.Minter.ServiceAccountToken
 	if spec == nil {
 		return nil, &MintError{Reason: "InvalidSpec", Err: fmt.Errorf("no serviceAccountToken block")}
@@ -73,6 +75,7 @@ func (m ServiceAccountTokenMinter) Mint(ctx context.Context, rc *rotationv1alpha
 
 // Revoke implements Minter.
 func (m ServiceAccountTokenMinter) Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error {
+	ctx = quietlog.Context(ctx) // carries a credential: never dump it (package quietlog)
 	name := BindingName(rc, generation)
 	secrets := m.Kube.CoreV1().Secrets(rc.Namespace)
 	existing, err := secrets.Get(ctx, name, metav1.GetOptions{})

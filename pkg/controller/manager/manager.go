@@ -41,6 +41,7 @@ import (
 	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/policy"
+	"rekey.io/rekey/pkg/quietlog"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
@@ -129,6 +130,11 @@ func (m *Manager) Run(ctx context.Context, restConfig *rest.Config) {
 // runControllers starts every controller and returns when ctx is done, or
 // at once with the reason they could not start.
 func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
+	// Every call the controllers make, and their informers' lists and
+	// watches, run with a logger that cannot dump a request or response
+	// body at any -v: they read and write Secrets holding minted
+	// credentials and ask for ServiceAccount tokens (package quietlog).
+	ctx = quietlog.Context(ctx)
 	logger := klog.FromContext(ctx)
 	restConfig := rest.CopyConfig(cfg)
 	// The controllers are the server's own clients: do not throttle them,
@@ -199,7 +205,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	credentialController := credential.NewController(client, kubeClient, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
 
 	for _, f := range []informers.SharedInformerFactory{factory, approvedFactory} {
-		f.Start(ctx.Done())
+		f.StartWithContext(ctx)
 		defer f.Shutdown()
 	}
 	var wg sync.WaitGroup
@@ -208,8 +214,8 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 		go func() { defer wg.Done(); f() }()
 	}
 	if publisherController != nil {
-		kubeFactory.Start(ctx.Done())
-		defaultNamespace.Start(ctx.Done())
+		kubeFactory.StartWithContext(ctx)
+		defaultNamespace.StartWithContext(ctx)
 		run(func() { publisherController.Run(ctx, 2) })
 		defer kubeFactory.Shutdown()
 		defer defaultNamespace.Shutdown()
