@@ -322,9 +322,12 @@ func (c *Controller) mint(ctx context.Context, rc *rotationv1alpha1.RotatingCred
 			return err
 		}
 		rc.Status.SecretClaim, rc.Status.SecretUID = ClaimHash(claim), ""
-		if err := c.updateStatus(ctx, rc); err != nil {
+		updated, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
 			return fmt.Errorf("recording the claim on Secret %s/%s: %w", rc.Namespace, rc.Spec.SecretRef.Name, err)
 		}
+		// A failure below is reported on the object as now stored.
+		*rc = *updated
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: rc.Spec.SecretRef.Name, Namespace: rc.Namespace,
 			Annotations: map[string]string{AnnotationClaim: claim}}, Type: corev1.SecretTypeOpaque}
 	} else {
