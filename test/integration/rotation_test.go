@@ -174,6 +174,17 @@ func TestCARotation(t *testing.T) {
 	if len(keys) != 1 || keys[0] == oldKeys[0] {
 		t.Fatalf("keys after the rotation %v; the old one %s must be gone", keys, oldKeys[0])
 	}
+	// The destroyed key's issuance records went with it (Complete prunes
+	// them before it says Completed); the new key's stay.
+	byKey := map[string]int{}
+	for _, r := range issuanceRecords(t, srv, "") {
+		if r.CAName == "team" {
+			byKey[r.CAKeyID]++
+		}
+	}
+	if byKey[oldKeys[0]] != 0 || byKey[keys[0]] != 1 {
+		t.Fatalf("issuance records of team by key after Complete: %v, want none of %s and after-a's of %s", byKey, oldKeys[0], keys[0])
+	}
 	out, err = kubectlRekey(t, srv, "bundle", "team")
 	if err != nil || out != ca.Status.TrustBundle {
 		t.Fatalf("kubectl rekey bundle: %v\n%s", err, out)
