@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -44,7 +46,11 @@ const (
 func TestInstallDefault(t *testing.T) {
 	deploy := filepath.Join(framework.RepoRoot(), "artifacts", "deploy")
 	pv := persistentVolume(t)
-	t.Cleanup(func() { _, _ = cluster.Kubectl(nil, "delete", "pv", pv, "--ignore-not-found") })
+	t.Cleanup(func() {
+		// After a failure the claim may still be bound (no uninstall ran):
+		// waiting for the volume's deletion would hang until the timeout.
+		_, _ = cluster.Kubectl(nil, "delete", "pv", pv, "--ignore-not-found", fmt.Sprintf("--wait=%t", !t.Failed()))
+	})
 
 	kubectl(t, "apply", "-k", deploy)
 	first := waitServing(t, 1)
@@ -72,8 +78,7 @@ spec:
 	before := snapshot(t)
 	kekUID := kubectl(t, "get", "secret", "-n", namespace, "rekey-ca-kek", "-o", "jsonpath={.metadata.uid}")
 
-	t.Logf("deleting pod %s", first[0])
-	kubectl(t, "delete", "pod", "-n", namespace, first[0], "--wait=true")
+	deleteWhileWatched(t, first[0])
 	second := waitServing(t, 1)
 	if second[0] == first[0] {
 		t.Fatalf("pod %s was not replaced", first[0])
@@ -91,6 +96,69 @@ spec:
 	verifyChain(t, issue(t, "install-after-restart"), cert)
 
 	uninstall(t, deploy)
+}
+
+// deleteWhileWatched deletes pod while a watch on rekey's requests is open
+// through kube-apiserver (as kube-controller-manager always holds some),
+// and requires that the container ended by itself on the kubelet's SIGTERM,
+// exit code 0, not by the SIGKILL at the end of the grace period (137),
+// and that the watch was ended by the server. How long it took is
+// measured, not asserted.
+func deleteWhileWatched(t *testing.T, pod string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr.To[int64](600)})
+	if err != nil {
+		t.Fatalf("opening a watch through kube-apiserver: %v", err)
+	}
+	defer w.Stop()
+	pods, err := cluster.Admin.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Stop()
+	t.Logf("deleting pod %s with a watch open", pod)
+	start := time.Now()
+	if err := cluster.Admin.CoreV1().Pods(namespace).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var terminated *corev1.ContainerStateTerminated
+	watchEnded := time.Duration(0)
+	events := w.ResultChan()
+	for deleted := false; !deleted; {
+		select {
+		case ev, ok := <-pods.ResultChan():
+			if !ok {
+				t.Fatalf("the watch on pod %s ended before its deletion", pod)
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod {
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.Name == "rekey-apiserver" && cs.State.Terminated != nil {
+						terminated = cs.State.Terminated
+					}
+				}
+			}
+			deleted = ev.Type == watch.Deleted
+		case _, ok := <-events:
+			if !ok {
+				watchEnded, events = time.Since(start), nil
+			}
+		case <-ctx.Done():
+			t.Fatalf("pod %s not gone 2 minutes after its deletion", pod)
+		}
+	}
+	if terminated == nil {
+		t.Fatalf("pod %s went without a terminated state for its container", pod)
+	}
+	t.Logf("pod %s: container ended %s after the delete (exit code %d, %s); the watch through kube-apiserver ended after %s; pod gone after %s",
+		pod, terminated.FinishedAt.Sub(start).Round(time.Second), terminated.ExitCode, terminated.Reason, watchEnded.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if terminated.ExitCode != 0 {
+		t.Fatalf("rekey-apiserver did not exit cleanly on SIGTERM with a watch open: exit code %d (%s; 137 is the kubelet's SIGKILL)", terminated.ExitCode, terminated.Reason)
+	}
+	if events != nil {
+		t.Fatal("the watch through kube-apiserver was still open after the pod was gone")
+	}
 }
 
 // TestInstallHA: the ha overlay on an external etcd with TLS client
