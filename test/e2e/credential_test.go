@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,4 +428,218 @@ func TestCredentialRotationSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("calls out of order: %v", hook.calls)
 	}
 	t.Logf("%d kills; webhook calls %v", kills, hook.calls)
+}
+
+// credentialStatus reads the RotatingCredential "cred".
+func credentialStatus(t *testing.T, ns string) rotationv1alpha1.RotatingCredentialStatus {
+	t.Helper()
+	rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(context.Background(), "cred", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc.Status
+}
+
+// TestRotateStartAndCompleteRotateOnce, through kube-apiserver: a /rotate
+// Start makes exactly one new generation (the mint falls in the Start's
+// second, which the times compared to the second took for an unserved
+// request: a second generation came at the end of the grace period), and
+// a Complete sent right after it revokes the previous generation only,
+// never the one Start just minted (its ServiceAccount token went on
+// authenticating).
+func TestRotateStartAndCompleteRotateOnce(t *testing.T) {
+	t.Parallel()
+	ns := credentialNamespace(t, "rcred-rotate")
+	if _, err := cluster.Admin.CoreV1().ServiceAccounts(ns).Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 8 * time.Second
+	newCredential(t, ns, 10*time.Minute, grace, rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterServiceAccountToken,
+		ServiceAccountToken: &rotationv1alpha1.ServiceAccountTokenMinter{ServiceAccountName: "app"}})
+	waitSecret(t, ns, "minted", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 })
+	rotate := func(action rotationv1alpha1.RotationAction) {
+		t.Helper()
+		eventually(t, func() error {
+			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Rotate(context.Background(), "cred", &rotationv1alpha1.Rotation{Action: action}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	waitPhase := func(gen int64, phase rotationv1alpha1.CredentialPhase) {
+		t.Helper()
+		eventually(t, func() error {
+			if st := credentialStatus(t, ns); st.CredentialGeneration != gen || st.Phase != phase {
+				return fmt.Errorf("generation %d phase %q, want %d %q", st.CredentialGeneration, st.Phase, gen, phase)
+			}
+			return nil
+		})
+	}
+	waitPhase(1, rotationv1alpha1.CredentialPhaseNone)
+
+	// Start alone: one new generation, and none after its grace period.
+	rotate(rotationv1alpha1.RotationStart)
+	waitPhase(2, rotationv1alpha1.CredentialRotating)
+	waitPhase(2, rotationv1alpha1.CredentialCompleted)
+	stays(t, 2*grace, func(ctx context.Context) error {
+		if st := credentialStatus(t, ns); st.CredentialGeneration != 2 {
+			return fmt.Errorf("one Start made generation %d", st.CredentialGeneration)
+		}
+		return nil
+	})
+
+	// Start, then Complete as soon as the grace period shows.
+	rotate(rotationv1alpha1.RotationStart)
+	waitPhase(3, rotationv1alpha1.CredentialRotating)
+	rotate(rotationv1alpha1.RotationComplete)
+	waitPhase(3, rotationv1alpha1.CredentialCompleted)
+	s := waitSecret(t, ns, "without the old token", 10*time.Second, func(s *corev1.Secret) bool { return s.Data["token.old"] == nil })
+	stays(t, 2*grace, func(ctx context.Context) error {
+		if st := credentialStatus(t, ns); st.CredentialGeneration != 3 {
+			return fmt.Errorf("Start and Complete made generation %d", st.CredentialGeneration)
+		}
+		if !authenticates(t, s.Data["token"]) {
+			return errors.New("the token Start minted was revoked")
+		}
+		return nil
+	})
+}
+
+// TestSecretLabelledByHandIsNotTakenOver: a Secret a user made with
+// rekey's label (and annotations copied from one of rekey's) is never
+// written by rekey: Degraded SecretNotManaged, its data as the user wrote
+// it. Once the user deletes it, the watch of the namespace's labelled
+// Secrets brings rekey's own within seconds (the refusal's own retry is
+// five minutes away, the rotation ten).
+func TestSecretLabelledByHandIsNotTakenOver(t *testing.T) {
+	t.Parallel()
+	ns := credentialNamespace(t, "rcred-takeover")
+	mine := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cred", Labels: map[string]string{credential.LabelManagedBy: credential.ManagedBy},
+		Annotations: map[string]string{credential.AnnotationGeneration: "1"}}, Data: map[string][]byte{"token": []byte("the user's own")}}
+	if _, err := cluster.Admin.CoreV1().Secrets(ns).Create(context.Background(), mine, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newCredential(t, ns, 10*time.Minute, time.Minute, rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterRandom,
+		Random: &rotationv1alpha1.RandomMinter{Key: "token", Length: 32}})
+	waitDegraded(t, ns, "SecretNotManaged")
+	stays(t, 2*time.Second, func(ctx context.Context) error {
+		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(s.Data["token"]) != "the user's own" || len(s.Data) != 1 || s.Annotations[credential.AnnotationOwner] != "" {
+			return fmt.Errorf("rekey wrote into the user's Secret: %v", s.Annotations)
+		}
+		return nil
+	})
+	if err := cluster.Admin.CoreV1().Secrets(ns).Delete(context.Background(), "cred", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitSecret(t, ns, "created by rekey after the user's was deleted", 15*time.Second, func(s *corev1.Secret) bool {
+		return generation(s) == 1 && len(s.Data["token"]) == 43
+	})
+	eventually(t, func() error {
+		if st := credentialStatus(t, ns); st.SecretUID != s.UID {
+			return fmt.Errorf("status records Secret UID %q, the Secret has %q", st.SecretUID, s.UID)
+		}
+		return nil
+	})
+	// Deleted by hand: back within seconds.
+	if err := cluster.Admin.CoreV1().Secrets(ns).Delete(context.Background(), "cred", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, ns, "made again after a deletion", 15*time.Second, func(s *corev1.Secret) bool { return generation(s) == 2 })
+}
+
+// TestHangingWebhooksDoNotDelayOtherMinters: twenty RotatingCredentials
+// whose webhook accepts calls and never answers (until the test ends) do
+// not delay a Random credential, nor a /rotate Complete revocation of
+// another credential: both finish while the webhook still holds calls.
+func TestHangingWebhooksDoNotDelayOtherMinters(t *testing.T) {
+	t.Parallel()
+	ns := credentialNamespace(t, "rcred-isolation")
+	var holding atomic.Int64
+	release := make(chan struct{})
+	hanging := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		holding.Add(1)
+		defer holding.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); hanging.Close() })
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hanging.Certificate().Raw})
+	timeout := int32(30)
+	ctx := context.Background()
+	create := func(name string, minter rotationv1alpha1.Minter, grace time.Duration) {
+		t.Helper()
+		eventually(t, func() error {
+			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(ctx, &rotationv1alpha1.RotatingCredential{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: name},
+					RotationInterval: &metav1.Duration{Duration: time.Hour}, GracePeriod: &metav1.Duration{Duration: grace}, Minter: minter},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	random := rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterRandom, Random: &rotationv1alpha1.RandomMinter{Key: "token", Length: 32}}
+	// "leaked" is in a grace period before the webhooks hang.
+	create("leaked", random, 30*time.Minute)
+	rotateLeaked := func(action rotationv1alpha1.RotationAction) {
+		eventually(t, func() error {
+			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Rotate(ctx, "leaked", &rotationv1alpha1.Rotation{Action: action}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	eventually(t, func() error {
+		if rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "leaked", metav1.GetOptions{}); err != nil || rc.Status.CredentialGeneration != 1 {
+			return fmt.Errorf("leaked not minted yet: %v", err)
+		}
+		return nil
+	})
+	rotateLeaked(rotationv1alpha1.RotationStart)
+	eventually(t, func() error {
+		if rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "leaked", metav1.GetOptions{}); err != nil || rc.Status.Phase != rotationv1alpha1.CredentialRotating {
+			return fmt.Errorf("leaked not rotating yet: %v", err)
+		}
+		return nil
+	})
+
+	for i := 0; i < 20; i++ {
+		create(fmt.Sprintf("hook-%d", i), rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook,
+			Webhook: &rotationv1alpha1.WebhookMinter{URL: hanging.URL, CABundle: caPEM, TimeoutSeconds: &timeout}}, time.Minute)
+	}
+	eventually(t, func() error {
+		if n := holding.Load(); n == 0 {
+			return errors.New("the webhook holds no call yet")
+		}
+		return nil
+	})
+	start := time.Now()
+	create("random", random, time.Minute)
+	rotateLeaked(rotationv1alpha1.RotationComplete)
+	secret := func(name string) *corev1.Secret {
+		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return s
+	}
+	var mintedAfter, revokedAfter time.Duration
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 25*time.Second, true, func(context.Context) (bool, error) {
+		if s := secret("random"); mintedAfter == 0 && s != nil && generation(s) == 1 {
+			mintedAfter = time.Since(start)
+		}
+		if s := secret("leaked"); revokedAfter == 0 && s != nil && generation(s) == 2 && s.Data["token.old"] == nil {
+			revokedAfter = time.Since(start)
+		}
+		return mintedAfter > 0 && revokedAfter > 0, nil
+	})
+	held := holding.Load()
+	t.Logf("with 20 hanging webhooks: Random minted after %v, the revocation done after %v; calls the webhook held then: %d", mintedAfter, revokedAfter, held)
+	if err != nil {
+		t.Fatalf("while 20 webhooks hung: Random minted after %v, revocation after %v (0: not yet)", mintedAfter, revokedAfter)
+	}
+	if held == 0 {
+		t.Fatal("the webhook held no call when the others finished: they waited for it")
+	}
 }
