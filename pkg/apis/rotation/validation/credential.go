@@ -54,6 +54,17 @@ func ValidateRotatingCredentialStatusUpdate(rc, old *rotation.RotatingCredential
 	if rc.Status.CredentialGeneration < old.Status.CredentialGeneration {
 		errs = append(errs, field.Invalid(f.Child("credentialGeneration"), rc.Status.CredentialGeneration, "may not decrease"))
 	}
+	// /rotate stamps the current generation: a request never names an
+	// older one than the request before it.
+	if rc.Status.RotationRequestedGeneration < old.Status.RotationRequestedGeneration {
+		errs = append(errs, field.Invalid(f.Child("rotationRequestedGeneration"), rc.Status.RotationRequestedGeneration, "may not decrease"))
+	}
+	if rc.Status.CompletionRequestedGeneration < old.Status.CompletionRequestedGeneration {
+		errs = append(errs, field.Invalid(f.Child("completionRequestedGeneration"), rc.Status.CompletionRequestedGeneration, "may not decrease"))
+	}
+	if c := rc.Status.SecretClaim; c != "" && !isSHA256Hex(c) {
+		errs = append(errs, field.Invalid(f.Child("secretClaim"), "<claim>", "must be a hex SHA-256 (64 lowercase hex digits)"))
+	}
 	if len(rc.Status.Conditions) > 8 {
 		errs = append(errs, field.TooMany(f.Child("conditions"), len(rc.Status.Conditions), 8))
 	} else {
@@ -172,4 +183,16 @@ func validateSecretKey(f *field.Path, key string) field.ErrorList {
 		errs = append(errs, field.Invalid(f, key, msg))
 	}
 	return errs
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,28 @@ func TestCredentialStatusGenerationNeverDecreases(t *testing.T) {
 	rc := old.DeepCopy()
 	rc.Status.CredentialGeneration = 2
 	if errs := ValidateRotatingCredentialStatusUpdate(rc, old); !hasError(errs, "status.credentialGeneration", "decrease") {
+		t.Fatal(errs)
+	}
+}
+
+// The request generations never go back (a status write keeps them and
+// /rotate stamps the current generation), and a claim is a SHA-256.
+func TestCredentialStatusRequestsAndClaim(t *testing.T) {
+	old := validCredential()
+	old.ResourceVersion = "1"
+	old.Status.CredentialGeneration, old.Status.RotationRequestedGeneration, old.Status.CompletionRequestedGeneration = 3, 3, 2
+	rc := old.DeepCopy()
+	rc.Status.RotationRequestedGeneration, rc.Status.CompletionRequestedGeneration = 1, 1
+	rc.Status.SecretClaim = "not a hash"
+	errs := ValidateRotatingCredentialStatusUpdate(rc, old)
+	for _, f := range []string{"status.rotationRequestedGeneration", "status.completionRequestedGeneration", "status.secretClaim"} {
+		if !hasError(errs, f, "") {
+			t.Errorf("no error on %s: %v", f, errs)
+		}
+	}
+	rc = old.DeepCopy()
+	rc.Status.SecretClaim = strings.Repeat("ab", 32)
+	if errs := ValidateRotatingCredentialStatusUpdate(rc, old); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 }
