@@ -11,9 +11,9 @@
 // -v says, so a client called with it never dumps a body or a header; the
 // caller's own messages up to MaxLevel, its values and names are kept.
 //
-// It relies on klog's contextual logging, which is on by default and which
-// rekey offers no flag to turn off (with it off, klog.FromContext ignores
-// the context).
+// It relies on klog's contextual logging (with it off, klog.FromContext
+// ignores the context): component-base's logs.InitLogs turns it off, so
+// rekey-apiserver turns it back on, and Context does if it finds it off.
 package quietlog
 
 import (
@@ -30,11 +30,26 @@ const MaxLevel = 5
 
 // Context returns ctx with its logger made quiet.
 func Context(ctx context.Context) context.Context {
+	if !contextual() {
+		// Contextual logging is off (component-base's logs.InitLogs
+		// turns it off): klog.NewContext would drop the quiet logger,
+		// klog.FromContext would ignore it, and client-go would log
+		// through the global one at full -v. The guarantee outranks
+		// that default.
+		klog.EnableContextualLogging(true)
+	}
 	logger := klog.FromContext(ctx)
 	if _, ok := logger.GetSink().(sink); ok {
 		return ctx
 	}
 	return klog.NewContext(ctx, Logger(logger))
+}
+
+// contextual reports whether klog keeps and returns a context's logger.
+func contextual() bool {
+	probe := logr.New(sink{inner: klog.Background().GetSink()})
+	_, ok := klog.FromContext(klog.NewContext(context.Background(), probe)).GetSink().(sink)
+	return ok
 }
 
 // Logger returns logger without its messages above MaxLevel.

@@ -9,6 +9,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/term"
+	"k8s.io/klog/v2"
 )
 
 // NewCommand returns the rekey-apiserver command.
@@ -31,6 +32,11 @@ delegated authentication and authorization flags.`,
 			if len(args) > 0 {
 				return fmt.Errorf("unexpected arguments %q", args)
 			}
+			// cli.Run's logs.InitLogs turned klog's contextual logging
+			// off; with it off klog.FromContext ignores a context's
+			// logger, and the calls that carry credentials rely on theirs
+			// to never dump a body at any -v (package quietlog).
+			klog.EnableContextualLogging(true)
 			if err := o.Complete(); err != nil {
 				return err
 			}
