@@ -73,7 +73,7 @@ func TestRequesterLimiterForgetsFullBuckets(t *testing.T) {
 
 // TestRequesterLimiterDisabled: burst 0 limits nothing.
 func TestRequesterLimiterDisabled(t *testing.T) {
-	var l *RequesterLimiter = NewRequesterLimiter(0, time.Second, clocktesting.NewFakePassiveClock(now))
+	l := NewRequesterLimiter(0, time.Second, clocktesting.NewFakePassiveClock(now))
 	for i := 0; i < 100; i++ {
 		if _, ok := l.Take("n1"); !ok {
 			t.Fatal("a disabled limiter refused")

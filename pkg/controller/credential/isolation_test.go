@@ -160,8 +160,11 @@ func TestLanes(t *testing.T) {
 			t.Fatalf("call %d found no slot", i)
 		}
 	}
-	if c.start("team/a4", lane, limit) || c.start("team/a4", lane, limit) {
+	if c.start("team/a4", lane, limit) {
 		t.Fatal("a fifth call got a slot")
+	}
+	if c.start("team/a4", lane, limit) {
+		t.Fatal("a waiting key asking again got a slot")
 	}
 	if c.start("team/a0", lane, limit) || !c.busy("team/a0") {
 		t.Fatal("a key with a running call started another")
