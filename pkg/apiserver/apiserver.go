@@ -159,6 +159,13 @@ type Server struct {
 	// background are the workers started by post-start hooks (controllers,
 	// serving CA); Run waits for them before closing etcd.
 	background sync.WaitGroup
+	// requests is the context of what serves requests (the synchronous
+	// issuer's recorder): it outlives the signal context, which ends
+	// when the shutdown begins, until the requests in flight have been
+	// answered, so that an issuance in flight at SIGTERM is recorded and
+	// stored, not failed after a wait. close ends it.
+	requests    context.Context
+	endRequests context.CancelFunc
 }
 
 // Complete fills in defaults.
@@ -178,6 +185,7 @@ func (cfg *Config) Complete() CompletedConfig {
 // and the controllers' post-start hook and readiness check.
 func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	s := &Server{embedded: c.ExtraConfig.Etcd.Embedded}
+	s.requests, s.endRequests = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		if err != nil {
 			s.close(klog.FromContext(ctx))
@@ -207,7 +215,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	nodeAttest := c.newNodeAttestation(s, replica)
 	var inWrites csrstorage.Issuer
-	if sync, err := c.newSynchronousIssuer(ctx, s, keyStores, replica); err != nil {
+	if sync, err := c.newSynchronousIssuer(s, keyStores, replica); err != nil {
 		return nil, err
 	} else if sync != nil {
 		sync.Attestor = nodeAttest
@@ -298,6 +306,7 @@ func (s *Server) goBackground(f func()) {
 }
 
 func (s *Server) close(logger klog.Logger) {
+	s.endRequests()
 	if s.embedded != nil {
 		// Close returns once etcd has stopped its raft loop and closed its
 		// WAL and database: the next start needs no recovery.

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 // It keeps its own cache of Signers and CertificateAuthorities, a few
 // objects, and never one of requests; the cache starts once the server
 // serves, and until it is complete every write is left to the controllers.
-func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, keyStores *certificateauthority.KeyStores, factory informers.SharedInformerFactory) (*issuer.Synchronous, error) {
+func (c completedConfig) newSynchronousIssuer(s *Server, keyStores *certificateauthority.KeyStores, factory informers.SharedInformerFactory) (*issuer.Synchronous, error) {
 	if !c.ExtraConfig.SynchronousIssuance {
 		return nil, nil
 	}
@@ -40,8 +39,10 @@ func (c completedConfig) newSynchronousIssuer(ctx context.Context, s *Server, ke
 	sync := &issuer.Synchronous{
 		Signing: &issuer.Signing{
 			Authorities: certificateauthority.NewAuthorities(cas.Lister(), keyStores, cabinding.NewEtcdStore(s.etcd, prefix)),
-			Recorder:    issuance.NewRecorder(ctx, s.etcd, prefix),
-			Clock:       c.ExtraConfig.Clock,
+			// Not ctx: it ends when the shutdown begins, while the
+			// requests in flight still record what they issue.
+			Recorder: issuance.NewRecorder(s.requests, s.etcd, prefix),
+			Clock:    c.ExtraConfig.Clock,
 		},
 		Signers:    signers.Lister(),
 		Synced:     func() bool { return signersInformer.HasSynced() && casInformer.HasSynced() },

@@ -11,6 +11,7 @@ package issuance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"time"
@@ -55,6 +56,9 @@ type Recorder struct {
 	// records: its mod revision says whether the CA's records changed.
 	revPrefix string
 	queue     chan *pending
+	// stopped is closed when the flush loop has ended: a Record from then
+	// on fails at once instead of waiting for its caller's deadline.
+	stopped chan struct{}
 	// PageSize is how many records one read returns (DefaultPageSize
 	// unless set before use).
 	PageSize int
@@ -66,11 +70,15 @@ type pending struct {
 	done       chan error
 }
 
+// ErrStopped: the Recorder's context ended; nothing more is recorded.
+var ErrStopped = errors.New("the issuance recorder has stopped")
+
 // NewRecorder stores records under prefix/issued/<ca>/<serial> until ctx
-// is done.
+// is done. Records still queued then, and any asked for later, fail with
+// ErrStopped (their certificates are then never published).
 func NewRecorder(ctx context.Context, client *clientv3.Client, prefix string) *Recorder {
 	r := &Recorder{client: client, prefix: path.Join(prefix, "issued"), revPrefix: path.Join(prefix, "issuedrev"),
-		queue: make(chan *pending, 4*maxBatch), PageSize: DefaultPageSize}
+		queue: make(chan *pending, 4*maxBatch), stopped: make(chan struct{}), PageSize: DefaultPageSize}
 	go r.flushLoop(ctx)
 	return r
 }
@@ -86,21 +94,32 @@ func (r *Recorder) Record(ctx context.Context, rec Record) error {
 	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), caName: rec.CAName, done: make(chan error, 1)}
 	select {
 	case r.queue <- p:
+	case <-r.stopped:
+		return fmt.Errorf("recording issuance of %s: %w", rec.Serial, ErrStopped)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case err := <-p.done:
-		if err != nil {
-			return fmt.Errorf("recording issuance of %s: %w", rec.Serial, err)
+	case err = <-p.done:
+	case <-r.stopped:
+		// The loop has ended: it answered p, or p was queued after its
+		// last look and nobody will.
+		select {
+		case err = <-p.done:
+		default:
+			err = ErrStopped
 		}
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err != nil {
+		return fmt.Errorf("recording issuance of %s: %w", rec.Serial, err)
+	}
+	return nil
 }
 
 func (r *Recorder) flushLoop(ctx context.Context) {
+	defer r.failQueued()
 	for {
 		var first *pending
 		select {
@@ -135,6 +154,21 @@ func (r *Recorder) flushLoop(ctx context.Context) {
 		cancel()
 		for _, p := range batch {
 			p.done <- err
+		}
+	}
+}
+
+// failQueued marks the Recorder stopped and fails what is queued: a Record
+// racing the stop either sees stopped or had its record queued before,
+// and then finds it failed here.
+func (r *Recorder) failQueued() {
+	close(r.stopped)
+	for {
+		select {
+		case p := <-r.queue:
+			p.done <- ErrStopped
+		default:
+			return
 		}
 	}
 }

@@ -2,6 +2,7 @@ package issuance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -233,5 +234,28 @@ func TestScanSplitsALargeRange(t *testing.T) {
 	n, err := r.Prune(ctx, "", func(Record) bool { return true })
 	if err != nil || n != 94 {
 		t.Fatalf("pruned %d (err %v), want 94", n, err)
+	}
+}
+
+// TestRecordAfterStopFailsAtOnce: once the Recorder's context has ended, a
+// Record fails with ErrStopped instead of waiting for its caller's
+// deadline (a create in flight at SIGTERM used to hang until it, holding
+// the server's shutdown).
+func TestRecordAfterStopFailsAtOnce(t *testing.T) {
+	client := etcdtest.Start(t)
+	ctx, stop := context.WithCancel(context.Background())
+	r := NewRecorder(ctx, client, "/rekey-private")
+	stop()
+	<-r.stopped
+	for i := range 3 {
+		req, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := r.Record(req, Record{Serial: fmt.Sprintf("a%d", i), CAName: "ca", NotAfter: time.Now().Add(time.Hour)})
+		cancel()
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("Record %d after the stop: %v, want ErrStopped", i, err)
+		}
+	}
+	if resp, err := client.Get(context.Background(), "/rekey-private/issued/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("records stored after the stop: %v, %v", resp, err)
 	}
 }
