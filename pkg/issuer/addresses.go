@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -35,11 +34,23 @@ import (
 //     (web.team-a, pod-0.web.team-a, web.team-a.example.com), and every
 //     single-label name except the node's own name (a pod's search path
 //     turns "web" into the Service web of its namespace, and a Service
-//     may be created later); load-balancer ingress hostnames and
-//     ExternalName targets of Services;
+//     may be created later); load-balancer ingress hostnames of Services.
+//     An ExternalName Service's target is not the Service's (the Service
+//     is a CNAME from its own name to it), so it vetoes nothing;
 //   - claimed by another Node (any of its addresses, or its name): an
 //     address two Nodes claim is neither's, since rekey cannot tell which
 //     one tells the truth; and an IP within any Node's pod range.
+//
+// The node's own Node name and that name's first label are the node's,
+// proven by its authenticated identity (system:node:<name>), not by what
+// it wrote: a Service's name or name.namespace pair and another Node's
+// claim do not veto them, or anyone allowed to create a Service in one
+// namespace (or a Node) could block any node's serving certificate. The
+// rules of names that are never a node's (wildcard, kubernetes, in-cluster,
+// localhost, IP as a name, invalid) still apply to them. So a node whose
+// name is a Service's short name is certified for that name; the
+// certificate is from the node-serving CA, which Service clients do not
+// trust for Services.
 //
 // What this does not catch is an address no one else claims and rekey
 // cannot see: an IP or name of a machine outside the cluster, a Service IP
@@ -167,7 +178,7 @@ type claims struct {
 	podRanges    []podRange
 	// services maps "name.namespace" and "name" to "namespace/name".
 	servicePairs, serviceNames map[string]string
-	lbHostnames, externalNames map[string]string
+	lbHostnames                map[string]string
 }
 
 type podRange struct {
@@ -185,7 +196,7 @@ func readClaims(view ClusterView, nodeName string) (*claims, error) {
 		return nil, fmt.Errorf("listing Services: %w", err)
 	}
 	c := &claims{node: nodeName, byOtherNodes: map[string]string{}, servicePairs: map[string]string{}, serviceNames: map[string]string{},
-		lbHostnames: map[string]string{}, externalNames: map[string]string{}}
+		lbHostnames: map[string]string{}}
 	for _, n := range nodes {
 		ranges := n.Spec.PodCIDRs
 		if len(ranges) == 0 && n.Spec.PodCIDR != "" {
@@ -214,9 +225,6 @@ func readClaims(view ClusterView, nodeName string) (*claims, error) {
 			if ing.Hostname != "" {
 				c.lbHostnames[normalizeName(ing.Hostname)] = id
 			}
-		}
-		if s.Spec.Type == corev1.ServiceTypeExternalName && s.Spec.ExternalName != "" {
-			c.externalNames[normalizeName(s.Spec.ExternalName)] = id
 		}
 	}
 	return c, nil
@@ -251,6 +259,15 @@ func (c *claims) dnsRefusal(name string) string {
 		// client might read otherwise (a NUL, a space) is not checked here.
 		return "is not a valid DNS name (RFC 1123: letters, digits, '-' and '.')"
 	}
+	// The node's own name is proven by its identity: a Service named like
+	// it, or another Node claiming it, does not make it theirs.
+	own := normalizeName(c.node)
+	if n == own || n == strings.Split(own, ".")[0] {
+		if svc, ok := c.lbHostnames[n]; ok {
+			return fmt.Sprintf("is the load-balancer hostname of Service %s", svc)
+		}
+		return ""
+	}
 	for i := 0; i+1 < len(labels); i++ {
 		if svc, ok := c.servicePairs[labels[i]+"."+labels[i+1]]; ok {
 			return fmt.Sprintf("resolves to Service %s through a pod's DNS search path", svc)
@@ -260,15 +277,10 @@ func (c *claims) dnsRefusal(name string) string {
 		if svc, ok := c.serviceNames[n]; ok {
 			return fmt.Sprintf("is the name of Service %s, which a pod's DNS search path resolves", svc)
 		}
-		if own := normalizeName(c.node); n != own && n != strings.Split(own, ".")[0] {
-			return "is a single-label name, which a pod's DNS search path resolves to a Service of that name in its namespace: only the node's own name is accepted as one"
-		}
+		return "is a single-label name, which a pod's DNS search path resolves to a Service of that name in its namespace: only the node's own name is accepted as one"
 	}
 	if svc, ok := c.lbHostnames[n]; ok {
 		return fmt.Sprintf("is the load-balancer hostname of Service %s", svc)
-	}
-	if svc, ok := c.externalNames[n]; ok {
-		return fmt.Sprintf("is the external name of Service %s", svc)
 	}
 	if other, ok := c.byOtherNodes[n]; ok {
 		return fmt.Sprintf("is also claimed by Node %s (an address two Nodes claim is neither's)", other)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"rekey.io/rekey/pkg/apis/certificates"
@@ -39,9 +40,19 @@ func TestAtCreateAttestedServingAddresses(t *testing.T) {
 		csr       *certificates.CertificateSigningRequest
 		noCluster bool
 		unsynced  bool
+		extra     []any  // Nodes and Services added to hostile
 		reason    string // the Attested=False reason; "" means attested and approved
 		message   string
 	}{
+		// A namespace editor's Services do not make the node's own names
+		// theirs (else a permanent Attested=False for any node).
+		"its own names beside a namespace editor's Services": {csr: req(t, node, serving, []string{"n1.nodes.example.com", "n1"}, "10.0.0.5"),
+			extra: []any{
+				&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: "x"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "n1.nodes.example.com"}},
+				&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: "n1"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.5.6", ClusterIPs: []string{"10.96.5.6"}}},
+			}},
+		"its IP in a Service's externalIPs": {csr: req(t, node, serving, nil, "10.0.0.5"), reason: ReasonAddressRefused, message: "spec.externalIPs of Service team-z/y",
+			extra: []any{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: "y"}, Spec: corev1.ServiceSpec{ExternalIPs: []string{"10.0.0.5"}}}}},
 		"its own addresses":                 {csr: req(t, node, serving, []string{"n1.nodes.example.com"}, "10.0.0.5")},
 		"a client request without SANs":     {csr: req(t, node, client, nil)},
 		"kubernetes.default.svc":            {csr: req(t, node, serving, []string{"kubernetes.default.svc"}), reason: ReasonAddressRefused, message: "kube-apiserver"},
@@ -64,7 +75,7 @@ func TestAtCreateAttestedServingAddresses(t *testing.T) {
 			a := &attestor{out: &Attestation{Passed: true, Decision: Decision{Reason: "TPMQuoteVerified", Message: "m"}}}
 			f.sync.Attestor = a
 			if !tc.noCluster {
-				view := hostile(t)
+				view := hostile(t, tc.extra...)
 				if tc.unsynced {
 					view.Synced = func() bool { return false }
 				}

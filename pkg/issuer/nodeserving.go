@@ -30,8 +30,8 @@ type ClusterView interface {
 	// is neither's.
 	ListNodes() ([]*corev1.Node, error)
 	// ListServices returns every Service: their names, in the forms a
-	// pod's resolver takes, their load-balancer hostnames and external
-	// names are no node's.
+	// pod's resolver takes, and their load-balancer hostnames are no
+	// node's (but the requesting node's own name stays its own).
 	ListServices() ([]*corev1.Service, error)
 	// Reserved says whether ip is an address no node may be certified for
 	// (kube-apiserver's, a Service's), and whose.
@@ -259,15 +259,27 @@ func (v *ListerClusterView) Reserved(ip net.IP) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	has := func(addrs []string) bool {
+		return slices.ContainsFunc(addrs, func(a string) bool { parsed := net.ParseIP(a); return parsed != nil && parsed.Equal(ip) })
+	}
 	for _, svc := range services {
-		addrs := append(append([]string(nil), svc.Spec.ClusterIPs...), svc.Spec.ExternalIPs...)
+		var ingress []string
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			addrs = append(addrs, ing.IP)
+			ingress = append(ingress, ing.IP)
 		}
-		for _, a := range addrs {
-			if parsed := net.ParseIP(a); parsed != nil && parsed.Equal(ip) {
-				return fmt.Sprintf("an address of Service %s/%s", svc.Namespace, svc.Name), true, nil
-			}
+		switch {
+		case has(svc.Spec.ClusterIPs) || has([]string{svc.Spec.ClusterIP}):
+			return fmt.Sprintf("a cluster IP of Service %s/%s", svc.Namespace, svc.Name), true, nil
+		case has(svc.Spec.ExternalIPs):
+			// kube-proxy routes a Service's external IPs on every node, so
+			// the address is the Service's too. Whoever may set
+			// externalIPs can thus hold back a node's certificate (and
+			// could already intercept its traffic, CVE-2020-8554): the
+			// message names the Service and the remedy.
+			return fmt.Sprintf("in spec.externalIPs of Service %s/%s, which kube-proxy routes to the Service on every node "+
+				"(kube-apiserver's DenyServiceExternalIPs admission plugin keeps namespaces from setting them)", svc.Namespace, svc.Name), true, nil
+		case has(ingress):
+			return fmt.Sprintf("a load-balancer IP of Service %s/%s", svc.Namespace, svc.Name), true, nil
 		}
 	}
 	return "", false, nil

@@ -24,8 +24,9 @@ import (
 // endpoint) and 10.96.0.1 (Service default/kubernetes); Services
 // kube-system/dns (10.96.0.10), team-a/web (ClusterIP 10.96.0.20,
 // load balancer 203.0.113.10 and lb-1.elb.example.com, external IP
-// 198.51.100.7) and team-b/db (ExternalName db.example.net).
-func hostile(t *testing.T) *ListerClusterView {
+// 198.51.100.7) and team-b/db (ExternalName db.example.net). extra Nodes
+// and Services are added to these.
+func hostile(t *testing.T, extra ...any) *ListerClusterView {
 	t.Helper()
 	addrs := func(typ corev1.NodeAddressType, values ...string) []corev1.NodeAddress {
 		var out []corev1.NodeAddress
@@ -59,6 +60,15 @@ func hostile(t *testing.T) *ListerClusterView {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}}, Status: corev1.NodeStatus{Addresses: n2}},
 	} {
 		if err := nodes.Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, obj := range extra {
+		into := services
+		if _, ok := obj.(*corev1.Node); ok {
+			into = nodes
+		}
+		if err := into.Add(obj); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,10 +113,29 @@ func TestDecideNodeServing(t *testing.T) {
 		change(&r)
 		return r
 	}
+	// What a namespace editor (may create Services in team-z only) and
+	// other Nodes can add to the cluster.
+	service := func(name string, spec corev1.ServiceSpec) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: name}, Spec: spec}
+	}
+	clusterIP := corev1.ServiceSpec{ClusterIP: "10.96.5.6", ClusterIPs: []string{"10.96.5.6"}}
+	nodeNamed := func(name, ip string, names ...string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+		for _, dns := range names {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: dns})
+		}
+		return n
+	}
+	asNode := func(name string, dns ...string) req {
+		return with(func(r *req) { r.user, r.cn, r.dns, r.ips = "system:node:"+name, "system:node:"+name, dns, nil })
+	}
+	n3 := nodeNamed("n3.team-z.example.com", "10.0.0.30", "n3.team-z.example.com", "n3", "www.n3.team-z.example.com")
 	tests := map[string]struct {
 		req     req
 		allow   *certv1alpha1.NodeServingApproval
 		cluster ClusterView
+		extra   []any  // Nodes and Services added to hostile
 		refused string // "" means approved
 		err     bool
 	}{
@@ -136,6 +165,30 @@ func TestDecideNodeServing(t *testing.T) {
 		"outside the IP prefixes":  {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"192.168.0.0/16"}}, refused: "allowed prefixes"},
 		"inside the IP prefixes":   {req: node, allow: &certv1alpha1.NodeServingApproval{AllowedIPPrefixes: []string{"10.0.0.0/24"}}},
 		"cluster not readable":     {req: node, cluster: &ListerClusterView{Synced: func() bool { return false }}, err: true},
+		// A namespace editor cannot veto a node's own names: an
+		// ExternalName's target is not the Service's, and the node's name
+		// is proven by its identity, whatever Service is named like it.
+		"an ExternalName Service aimed at the node's DNS name": {req: node,
+			extra: []any{service("x", corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "N1.nodes.example.com."})}},
+		"a Service named as the node": {req: node, extra: []any{service("n1", clusterIP)}},
+		"a Service whose name and namespace are inside the node's name": {req: asNode("n3.team-z.example.com", "n3.team-z.example.com", "n3"),
+			extra: []any{n3, service("n3", clusterIP)}},
+		"the same Service pair in another of the node's names": {req: asNode("n3.team-z.example.com", "www.n3.team-z.example.com"),
+			extra: []any{n3, service("n3", clusterIP)}, refused: "Service team-z/n3"},
+		"another Node claiming the node's name": {req: with(func(r *req) { r.dns = []string{"n1"} }),
+			extra: []any{nodeNamed("n4", "10.0.0.40", "n1")}},
+		"another Node claiming the node's other name": {req: node,
+			extra: []any{nodeNamed("n4", "10.0.0.40", "n1.nodes.example.com")}, refused: "also claimed by Node n4"},
+		// Its name proves nothing against the names that are never a node's.
+		"a node named kubernetes": {req: asNode("kubernetes", "kubernetes"),
+			extra: []any{nodeNamed("kubernetes", "10.0.0.50", "kubernetes")}, refused: "kube-apiserver"},
+		"a node named like a Service's cluster DNS name": {req: asNode("web.team-a.svc", "web.team-a.svc"),
+			extra: []any{nodeNamed("web.team-a.svc", "10.0.0.51", "web.team-a.svc")}, refused: "in-cluster"},
+		// kube-proxy routes a Service's external IPs on every node: the
+		// address is the Service's too (and the refusal says whose).
+		"a Service's externalIPs holding the node's IP": {req: node,
+			extra:   []any{service("y", corev1.ServiceSpec{ClusterIP: "10.96.5.5", ClusterIPs: []string{"10.96.5.5"}, ExternalIPs: []string{"10.0.0.5"}})},
+			refused: "spec.externalIPs of Service team-z/y"},
 	}
 	// Every address below is among n1's (it wrote them in its own status):
 	// each is refused by the rule that names it.
@@ -146,7 +199,7 @@ func TestDecideNodeServing(t *testing.T) {
 		"ip:10.96.0.10":   "Service kube-system/dns",
 		"ip:10.96.0.20":   "Service team-a/web",
 		"ip:203.0.113.10": "Service team-a/web",
-		"ip:198.51.100.7": "Service team-a/web",
+		"ip:198.51.100.7": "spec.externalIPs of Service team-a/web",
 		// Another node's, and one two nodes claim.
 		"ip:10.0.0.6":   "also claimed by Node n2",
 		"ip:10.0.0.9":   "also claimed by Node n2",
@@ -191,7 +244,6 @@ func TestDecideNodeServing(t *testing.T) {
 		"dns:foo.cluster.local":                     "in-cluster",
 		"dns:lb-1.elb.example.com":                  "load-balancer hostname of Service team-a/web",
 		"dns:LB-1.ELB.example.com.":                 "load-balancer hostname of Service team-a/web",
-		"dns:db.example.net":                        "external name of Service team-b/db",
 		// Loopback names.
 		"dns:localhost":             "localhost",
 		"dns:LOCALHOST.":            "localhost",
@@ -224,6 +276,7 @@ func TestDecideNodeServing(t *testing.T) {
 			req     req
 			allow   *certv1alpha1.NodeServingApproval
 			cluster ClusterView
+			extra   []any
 			refused string
 			err     bool
 		}{req: with(func(r *req) {
@@ -236,12 +289,15 @@ func TestDecideNodeServing(t *testing.T) {
 		}), refused: rule}
 	}
 	// What n1 may have: its own names in any case, its own IPs.
-	for _, san := range []string{"dns:N1.Nodes.Example.com.", "dns:n1", "ip:10.0.0.5", "ip:2001:db8::5"} {
+	// (An ExternalName is a CNAME from the Service's own name to its
+	// target: the target is not the Service's.)
+	for _, san := range []string{"dns:N1.Nodes.Example.com.", "dns:n1", "ip:10.0.0.5", "ip:2001:db8::5", "dns:db.example.net"} {
 		kind, value, _ := strings.Cut(san, ":")
 		tests["accepted "+san] = struct {
 			req     req
 			allow   *certv1alpha1.NodeServingApproval
 			cluster ClusterView
+			extra   []any
 			refused string
 			err     bool
 		}{req: with(func(r *req) {
@@ -269,7 +325,7 @@ func TestDecideNodeServing(t *testing.T) {
 			signer := &certv1alpha1.Signer{Spec: certv1alpha1.SignerSpec{Approval: certv1alpha1.SignerApproval{Mode: certv1alpha1.ApprovalNodeServing, NodeServing: tc.allow}}}
 			cluster := tc.cluster
 			if cluster == nil {
-				cluster = hostile(t)
+				cluster = hostile(t, tc.extra...)
 			}
 			d, err := DecideNodeServing(cluster, signer, csr)
 			var refusal *NodeServingRefusal
@@ -283,7 +339,7 @@ func TestDecideNodeServing(t *testing.T) {
 					t.Fatalf("want a refusal containing %q, got %v %v", tc.refused, d, err)
 				}
 			default:
-				if err != nil || d == nil || d.Reason != ReasonAutoApproved || !strings.Contains(d.Message, "Node n1") {
+				if err != nil || d == nil || d.Reason != ReasonAutoApproved || !strings.Contains(d.Message, "Node "+strings.TrimPrefix(tc.req.user, "system:node:")) {
 					t.Fatalf("want approval, got %v %v", d, err)
 				}
 			}
