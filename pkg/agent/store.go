@@ -274,14 +274,7 @@ func readPrivate(path string) ([]byte, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s has mode %04o: its group or others may read or write it, refusing to use it (it must be 0600): %w", path, perm, errNotPrivate)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPairBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxPairBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPairBytes)
-	}
-	return data, nil
+	return readAllCapped(f, path)
 }
 
 // readCapped reads a public file outside the directory (the trust bundle):
@@ -292,6 +285,12 @@ func readCapped(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
+	return readAllCapped(f, path)
+}
+
+// readAllCapped reads f (opened from path) whole, refusing more than
+// maxPairBytes before holding it all.
+func readAllCapped(f *os.File, path string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxPairBytes+1))
 	if err != nil {
 		return nil, err
