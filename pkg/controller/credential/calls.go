@@ -2,6 +2,7 @@ package credential
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,26 +24,50 @@ var laneLimits = map[rotationv1alpha1.MinterType]int{
 	rotationv1alpha1.MinterServiceAccountToken: 8, rotationv1alpha1.MinterWebhook: 4,
 }
 
-type lane struct {
-	limit, used int
-	waiting     []string
+// slot names a lane and its bound.
+type slot struct {
+	name  string
+	limit int
 }
+
+// A lane's used slots are its running calls and the slots it handed to a
+// waiting key that has not come back for it yet (promised). The lanes keep
+// one invariant, which is what guarantees that no key is left waiting on
+// an idle lane: a lane with a free slot (used < limit) has nobody waiting.
+// A key waits only on a full lane; a freed slot goes at once to the first
+// waiting key as a promise (so the lane stays full), and a promise the key
+// does not use by the end of its next sync (its plan changed, it was
+// deleted, it was already started another way) is freed again the same
+// way. A key leaves every waiting list when it starts a call.
+type lane struct {
+	limit, running int
+	promised       map[string]bool
+	waiting        []string
+}
+
+func (l *lane) used() int { return l.running + len(l.promised) }
 
 // calls tracks the lanes and which keys have a call running.
 type calls struct {
-	mu       sync.Mutex
-	lanes    map[string]*lane
-	inFlight map[string]bool
+	mu    sync.Mutex
+	lanes map[string]*lane
+	// inFlight is the lanes whose slots a key's running call holds.
+	inFlight map[string][]string
+	// waitingIn is the lane whose waiting list has a key (at most one).
+	waitingIn map[string]string
+	// promisedIn is the lanes that handed a key a slot.
+	promisedIn map[string][]string
 	// requeue hands a key back to the controller's queue.
 	requeue func(key string)
 }
 
 func newCalls(requeue func(string)) *calls {
-	return &calls{lanes: map[string]*lane{}, inFlight: map[string]bool{}, requeue: requeue}
+	return &calls{lanes: map[string]*lane{}, inFlight: map[string][]string{}, waitingIn: map[string]string{},
+		promisedIn: map[string][]string{}, requeue: requeue}
 }
 
-// laneOf names the lane of a minter call.
-func laneOf(rc *rotationv1alpha1.RotatingCredential, step StepKind) (string, int) {
+// laneOf names the lanes of a minter call: the call needs a slot in each.
+func laneOf(rc *rotationv1alpha1.RotatingCredential, step StepKind) []slot {
 	t := rc.Spec.Minter.Type
 	name := string(t) + " " + string(step)
 	if w := rc.Spec.Minter.Webhook; t == rotationv1alpha1.MinterWebhook && w != nil {
@@ -56,7 +81,7 @@ func laneOf(rc *rotationv1alpha1.RotatingCredential, step StepKind) (string, int
 	if limit == 0 {
 		limit = 1
 	}
-	return name, limit
+	return []slot{{name: name, limit: limit}}
 }
 
 // busy says whether key has a call running: its worker leaves it alone,
@@ -64,54 +89,136 @@ func laneOf(rc *rotationv1alpha1.RotatingCredential, step StepKind) (string, int
 func (c *calls) busy(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.inFlight[key]
+	_, ok := c.inFlight[key]
+	return ok
 }
 
-// start takes a slot of the lane for key, or puts key on the lane's
-// waiting list and says no.
-func (c *calls) start(key, name string, limit int) bool {
+// start takes a slot in every one of lanes for key (a slot it was handed
+// or a free one), or puts key on the waiting list of the first lane that
+// is full for it and says no.
+func (c *calls) start(key string, lanes ...slot) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inFlight[key] {
+	var wake []string
+	defer func() {
+		c.mu.Unlock()
+		c.wake(wake)
+	}()
+	if _, ok := c.inFlight[key]; ok {
 		return false
 	}
-	l := c.lanes[name]
-	if l == nil {
-		l = &lane{limit: limit}
-		c.lanes[name] = l
-	}
-	if l.used >= l.limit {
-		for _, k := range l.waiting {
-			if k == key {
-				return false
-			}
+	// Awake now: off any waiting list, whatever happens next.
+	c.unwait(key)
+	for _, s := range lanes {
+		l := c.lanes[s.name]
+		if l == nil {
+			l = &lane{limit: s.limit, promised: map[string]bool{}}
+			c.lanes[s.name] = l
 		}
-		l.waiting = append(l.waiting, key)
-		return false
+		if !l.promised[key] && l.used() >= l.limit {
+			// Slots handed to key elsewhere go on to the next waiters
+			// rather than idle while key waits here.
+			wake = c.unpromise(key, wake)
+			l.waiting = append(l.waiting, key)
+			c.waitingIn[key] = s.name
+			for _, s := range lanes {
+				if l := c.lanes[s.name]; l != nil && l.used() == 0 && len(l.waiting) == 0 {
+					delete(c.lanes, s.name)
+				}
+			}
+			return false
+		}
 	}
-	l.used++
-	c.inFlight[key] = true
+	names := make([]string, 0, len(lanes))
+	for _, s := range lanes {
+		l := c.lanes[s.name]
+		delete(l.promised, key)
+		l.running++
+		names = append(names, s.name)
+	}
+	c.promisedIn[key] = slices.DeleteFunc(c.promisedIn[key], func(n string) bool { return slices.Contains(names, n) })
+	// A slot handed to key in a lane it does not call in now goes on.
+	wake = c.unpromise(key, wake)
+	c.inFlight[key] = names
 	return true
 }
 
-// finish frees key's slot and hands the lane's first waiting key back to
-// the queue; a lane left empty is dropped (webhook endpoints come and go).
-func (c *calls) finish(key, name string) {
+// finish frees key's slots, each going to its lane's first waiting key.
+func (c *calls) finish(key string) {
 	c.mu.Lock()
-	delete(c.inFlight, key)
-	l := c.lanes[name]
-	var next string
-	if l != nil {
-		l.used--
-		if len(l.waiting) > 0 {
-			next, l.waiting = l.waiting[0], l.waiting[1:]
-		}
-		if l.used == 0 && len(l.waiting) == 0 {
-			delete(c.lanes, name)
+	var wake []string
+	for _, name := range c.inFlight[key] {
+		if l := c.lanes[name]; l != nil {
+			l.running--
+			wake = c.free(name, wake)
 		}
 	}
+	delete(c.inFlight, key)
 	c.mu.Unlock()
-	if next != "" {
-		c.requeue(next)
+	c.wake(wake)
+}
+
+// settle ends a sync of key: a slot it was handed and did not take goes
+// on to the next waiting key.
+func (c *calls) settle(key string) {
+	c.mu.Lock()
+	wake := c.unpromise(key, nil)
+	c.mu.Unlock()
+	c.wake(wake)
+}
+
+func (c *calls) wake(keys []string) {
+	for _, k := range keys {
+		c.requeue(k)
+	}
+}
+
+// free gives a slot just freed in lane name to the first waiting key (a
+// promise: the lane stays full for the others), or leaves it free; an idle
+// lane with nobody waiting is dropped (webhook endpoints come and go).
+// Under mu.
+func (c *calls) free(name string, wake []string) []string {
+	l := c.lanes[name]
+	for len(l.waiting) > 0 {
+		k := l.waiting[0]
+		l.waiting = l.waiting[1:]
+		delete(c.waitingIn, k)
+		if _, running := c.inFlight[k]; running {
+			continue // cannot happen: start takes a key off the list
+		}
+		l.promised[k] = true
+		c.promisedIn[k] = append(c.promisedIn[k], name)
+		return append(wake, k)
+	}
+	l.waiting = nil
+	if l.used() == 0 {
+		delete(c.lanes, name)
+	}
+	return wake
+}
+
+// unpromise frees the slots handed to key. Under mu.
+func (c *calls) unpromise(key string, wake []string) []string {
+	for _, name := range c.promisedIn[key] {
+		if l := c.lanes[name]; l != nil && l.promised[key] {
+			delete(l.promised, key)
+			wake = c.free(name, wake)
+		}
+	}
+	delete(c.promisedIn, key)
+	return wake
+}
+
+// unwait takes key off its waiting list. Under mu.
+func (c *calls) unwait(key string) {
+	name, ok := c.waitingIn[key]
+	if !ok {
+		return
+	}
+	delete(c.waitingIn, key)
+	if l := c.lanes[name]; l != nil {
+		l.waiting = slices.DeleteFunc(l.waiting, func(k string) bool { return k == key })
+		if l.used() == 0 && len(l.waiting) == 0 {
+			delete(c.lanes, name)
+		}
 	}
 }

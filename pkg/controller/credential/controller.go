@@ -160,6 +160,9 @@ func newCallBackoff() workqueue.TypedRateLimiter[string] {
 }
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	// A lane slot handed to key and not taken by this sync goes on to the
+	// next key waiting for it (calls.go).
+	defer c.calls.settle(key)
 	if c.calls.busy(key) {
 		// Its minter call hands the key back when it ends.
 		return 0, nil
@@ -258,15 +261,15 @@ func (c *Controller) minterStep(ctx context.Context, rc *rotationv1alpha1.Rotati
 // key waiting for a slot of that lane (calls.go). The worker goes on with
 // other keys either way.
 func (c *Controller) startCall(ctx context.Context, key string, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) {
-	lane, limit := laneOf(rc, plan.Step)
-	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step, "lane", lane)
-	if !c.calls.start(key, lane, limit) {
+	lanes := laneOf(rc, plan.Step)
+	logger := klog.FromContext(ctx).WithValues("rotatingCredential", key, "step", plan.Step, "lane", lanes[0].name)
+	if !c.calls.start(key, lanes...) {
 		logger.V(4).Info("Waiting for a slot of the minter's lane")
 		return
 	}
 	go func() {
 		_, err := c.stepDone(ctx, rc, plan, c.minterStep(ctx, rc, secret, plan))
-		c.calls.finish(key, lane)
+		c.calls.finish(key)
 		if err != nil {
 			logger.Error(err, "Minter step failed; retrying")
 			c.queue.AddAfter(key, c.callBackoff.When(key))

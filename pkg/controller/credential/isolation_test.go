@@ -151,34 +151,34 @@ func TestLanes(t *testing.T) {
 	var handedBack []string
 	c := newCalls(func(k string) { handedBack = append(handedBack, k) })
 	a := webhookRC("a", "https://hook-a.example:8443/mint", nil)
-	lane, limit := laneOf(a, StepMint)
-	if limit != 4 || lane != "Webhook Mint https://hook-a.example:8443" {
-		t.Fatalf("lane %q limit %d", lane, limit)
+	lanes := laneOf(a, StepMint)
+	if len(lanes) != 1 || lanes[0].limit != 4 || lanes[0].name != "Webhook Mint https://hook-a.example:8443" {
+		t.Fatalf("lanes %+v", lanes)
 	}
 	for i := 0; i < 4; i++ {
-		if !c.start(fmt.Sprintf("team/a%d", i), lane, limit) {
+		if !c.start(fmt.Sprintf("team/a%d", i), lanes...) {
 			t.Fatalf("call %d found no slot", i)
 		}
 	}
-	if c.start("team/a4", lane, limit) {
+	if c.start("team/a4", lanes...) {
 		t.Fatal("a fifth call got a slot")
 	}
-	if c.start("team/a4", lane, limit) {
+	if c.start("team/a4", lanes...) {
 		t.Fatal("a waiting key asking again got a slot")
 	}
-	if c.start("team/a0", lane, limit) || !c.busy("team/a0") {
+	if c.start("team/a0", lanes...) || !c.busy("team/a0") {
 		t.Fatal("a key with a running call started another")
 	}
-	revoke, _ := laneOf(a, StepRevoke)
-	other, _ := laneOf(webhookRC("b", "https://HOOK-B.example/x", nil), StepMint)
-	if !c.start("team/r", revoke, limit) || !c.start("team/b", other, limit) {
+	revoke := laneOf(a, StepRevoke)
+	other := laneOf(webhookRC("b", "https://HOOK-B.example/x", nil), StepMint)
+	if !c.start("team/r", revoke...) || !c.start("team/b", other...) {
 		t.Fatal("a full lane held the revocation's or another endpoint's")
 	}
-	c.finish("team/a0", lane)
+	c.finish("team/a0")
 	if len(handedBack) != 1 || handedBack[0] != "team/a4" || c.busy("team/a0") {
 		t.Fatalf("handed back %v", handedBack)
 	}
-	if !c.start("team/a4", lane, limit) {
+	if !c.start("team/a4", lanes...) {
 		t.Fatal("the waiting key found no slot after one was freed")
 	}
 }
