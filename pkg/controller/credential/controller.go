@@ -394,6 +394,16 @@ func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	}); err != nil {
 		return err
 	}
+	if plan.FromStatus {
+		// The Secret does not name generation plan.Old any more (Next):
+		// status records that it is revoked, so that the credential is
+		// minted again next, with the current one to revoke.
+		rc.Status.Phase, rc.Status.GraceEndsTime = rotationv1alpha1.CredentialCompleted, nil
+		if err := c.updateStatus(ctx, rc); err != nil {
+			return fmt.Errorf("recording the revocation of generation %d: %w", plan.Old, err)
+		}
+		return nil
+	}
 	secret = secret.DeepCopy()
 	sec := ReadSecret(secret)
 	for _, k := range sec.OldKeys {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,5 +239,59 @@ func TestSecretLabelledByHandIsNotTakenOver(t *testing.T) {
 	rc := h.refresh()
 	if c := meta.FindStatusCondition(rc.Status.Conditions, ConditionDegraded); c == nil || c.Reason != "SecretNotManaged" || rc.Status.CredentialGeneration != 0 {
 		t.Fatalf("status %+v", rc.Status)
+	}
+}
+
+// revokeRecorder is a Random minter that records its revocations.
+type revokeRecorder struct {
+	RandomMinter
+	mu      sync.Mutex
+	revoked []int64
+}
+
+func (m *revokeRecorder) Revoke(_ context.Context, _ *rotationv1alpha1.RotatingCredential, generation int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.revoked = append(m.revoked, generation)
+	return nil
+}
+
+// TestSecretDeletedDuringAGracePeriodForgetsNoGeneration: generation 1,
+// in its grace period, is named only by the Secret's old-generation
+// annotation and by status (phase Rotating at 2). The Secret deleted, rekey
+// revokes 1 at once, then mints 3 with 2 to revoke after its grace
+// period: every generation but the current one is revoked.
+func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
+	m := &revokeRecorder{}
+	h := newHarness(t, newRC(), m)
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(t0.Add(time.Hour))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	if rc := h.refresh(); rc.Status.Phase != rotationv1alpha1.CredentialRotating || rc.Status.CredentialGeneration != 2 {
+		t.Fatalf("not in the grace period of generation 1: %+v", rc.Status)
+	}
+	if err := h.kube.CoreV1().Secrets("team").Delete(context.Background(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(t0.Add(time.Hour + time.Minute))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	rc := h.refresh()
+	if rc.Status.CredentialGeneration != 3 || rc.Status.Phase != rotationv1alpha1.CredentialRotating || len(h.secretData()["token"]) == 0 {
+		t.Fatalf("after the Secret was deleted: status %+v", rc.Status)
+	}
+	h.clock.SetTime(t0.Add(time.Hour + 11*time.Minute))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.Equal(m.revoked, []int64{1, 2}) {
+		t.Fatalf("revoked %v, want [1 2] (every generation but the current one, 3)", m.revoked)
 	}
 }

@@ -66,6 +66,10 @@ type Plan struct {
 	Old        int64
 	At         time.Time
 	Reason     string
+	// FromStatus says that only status knows of generation Old (the Secret
+	// is missing or no longer shows it): its revocation is recorded in
+	// status, and the Secret is left alone.
+	FromStatus bool
 }
 
 // SecretState is what the annotations of a managed Secret say.
@@ -135,8 +139,20 @@ type Observed struct {
 // crash between two steps resumes at the second.
 func Next(o Observed) Plan {
 	rc, st := o.RC, &o.RC.Status
+	// A Secret that does not show the credential status recorded (missing,
+	// emptied, or set back) is minted again from status; a generation
+	// still waiting for its revocation, which that Secret no longer names,
+	// is revoked first (now: its Secret is gone, and there is room for one
+	// pending generation only), so that no generation is forgotten.
+	fromStatus := func(p Plan) Plan {
+		if old := pendingInStatus(st); old > 0 {
+			return Plan{Step: StepRevoke, Old: old, Generation: st.CredentialGeneration, FromStatus: true,
+				Reason: p.Reason + " during the grace period of generation " + strconv.FormatInt(old, 10) + ", which is revoked first"}
+		}
+		return p
+	}
 	if o.Secret == nil {
-		return Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret is missing"}
+		return fromStatus(Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret is missing"})
 	}
 	s := o.Secret
 	if !CreatedByRekey(rc, s) {
@@ -144,12 +160,12 @@ func Next(o Observed) Plan {
 	}
 	sec := ReadSecret(s)
 	if sec.Generation == 0 || sec.MintTime.IsZero() {
-		return Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret holds no credential of this RotatingCredential"}
+		return fromStatus(Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret holds no credential of this RotatingCredential"})
 	}
 	if sec.Generation < st.CredentialGeneration {
 		// An older Secret put back: the newer credential may be lost; mint
 		// again and revoke what status knew as current.
-		return Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret holds an older generation than status records"}
+		return fromStatus(Plan{Step: StepMint, Generation: st.CredentialGeneration + 1, Old: st.CredentialGeneration, Reason: "the Secret holds an older generation than status records"})
 	}
 	if Checksum(s.Data, sec.Keys) != sec.Checksum {
 		if sec.OldGeneration > 0 {
@@ -196,6 +212,18 @@ func Next(o Observed) Plan {
 		return Plan{Step: StepCopyOld, Generation: sec.Generation, Reason: o.DueReason}
 	}
 	return Plan{Step: StepWait, At: due, Reason: "the next rotation is due then"}
+}
+
+// pendingInStatus is the generation that status records as waiting for
+// its revocation: phase Rotating at generation N means that the Secret
+// recorded held old-generation N-1 (every mint of N records N-1 as the
+// one to revoke), and a revocation is recorded (phase Completed) before
+// anything else is minted.
+func pendingInStatus(st *rotationv1alpha1.RotatingCredentialStatus) int64 {
+	if st.Phase == rotationv1alpha1.CredentialRotating && st.CredentialGeneration > 1 {
+		return st.CredentialGeneration - 1
+	}
+	return 0
 }
 
 // CreatedByRekey says whether s is the Secret rekey created for rc, from

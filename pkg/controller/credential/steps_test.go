@@ -195,10 +195,24 @@ func TestNextFromEveryState(t *testing.T) {
 		}(), now: t0.Add(time.Minute), want: Plan{Step: StepRevoke, Generation: 2, Old: 1}},
 		"an older Secret put back": {rc: recorded(newRC(), 5, t0, rotationv1alpha1.CredentialCompleted), secret: managed(3, t0.Add(-2*time.Hour), "v3"),
 			now: t0.Add(time.Minute), want: Plan{Step: StepMint, Generation: 6, Old: 5}},
+		// A generation in its grace period is recorded in status too
+		// (phase Rotating at generation N: N-1 waits for its revocation):
+		// a Secret that no longer shows it must not make rekey forget it.
+		"the Secret deleted during a grace period": {rc: recorded(newRC(), 5, t0, rotationv1alpha1.CredentialRotating), now: t0.Add(time.Minute),
+			want: Plan{Step: StepRevoke, Generation: 5, Old: 4}},
+		"the generation annotation set back by hand during a grace period": {rc: recorded(newRC(), 5, t0, rotationv1alpha1.CredentialRotating), secret: managed(3, t0.Add(-2*time.Hour), "v3"),
+			now: t0.Add(time.Minute), want: Plan{Step: StepRevoke, Generation: 5, Old: 4}},
+		"rekey's Secret stripped of its annotations during a grace period": {rc: recorded(newRC(), 5, t0, rotationv1alpha1.CredentialRotating), secret: func() *corev1.Secret {
+			s := managed(5, t0, "v5")
+			s.Annotations = nil
+			return s
+		}(), now: t0.Add(time.Minute), want: Plan{Step: StepRevoke, Generation: 5, Old: 4}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := Next(Observed{RC: tc.rc, Secret: tc.secret, Now: tc.now, DueReason: tc.due})
-			if got.Step != tc.want.Step || got.Generation != tc.want.Generation || got.Old != tc.want.Old || !got.At.Equal(tc.want.At) {
+			// Only a revocation status alone knows of leaves the Secret alone.
+			tc.want.FromStatus = tc.want.Step == StepRevoke && (tc.secret == nil || ReadSecret(tc.secret).OldGeneration != tc.want.Old)
+			if got.Step != tc.want.Step || got.Generation != tc.want.Generation || got.Old != tc.want.Old || !got.At.Equal(tc.want.At) || got.FromStatus != tc.want.FromStatus {
 				t.Fatalf("Next = %+v, want %+v", got, tc.want)
 			}
 			if got.Reason == "" {
