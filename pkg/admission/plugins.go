@@ -8,6 +8,7 @@ import (
 	"rekey.io/rekey/pkg/admission/carotation"
 	"rekey.io/rekey/pkg/admission/credentialminter"
 	"rekey.io/rekey/pkg/admission/nodeattestationrestriction"
+	"rekey.io/rekey/pkg/admission/requestnames"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
@@ -24,6 +25,7 @@ var PluginNames = []string{
 	capublish.PluginName,
 	credentialminter.PluginName,
 	nodeattestationrestriction.PluginName,
+	requestnames.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -36,4 +38,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	capublish.Register(plugins)
 	credentialminter.Register(plugins)
 	nodeattestationrestriction.Register(plugins)
+	requestnames.Register(plugins)
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"rekey.io/rekey/pkg/admission/requestnames"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -40,9 +41,12 @@ type ClientCertificateMinter struct {
 	Wait time.Duration
 }
 
-// RequestName is the certificate request of a generation.
+// RequestName is the certificate request of a generation. The name is
+// predictable, so its prefix is reserved to rekey's controllers (admission
+// plugin RotatingCredentialRequestNames): no one else can plant a request
+// of that name and so block the credential's rotation (RequestConflict).
 func RequestName(rc *rotationv1alpha1.RotatingCredential, generation int64) string {
-	return fmt.Sprintf("rcred.%s.%s.g%d", rc.Namespace, rc.Name, generation)
+	return fmt.Sprintf("%s%s.%s.g%d", requestnames.Prefix, rc.Namespace, rc.Name, generation)
 }
 
 // Mint implements Minter.
