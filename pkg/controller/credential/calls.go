@@ -1,8 +1,11 @@
 package credential
 
 import (
+	"net"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,9 +19,16 @@ import (
 // next key; the lane hands the key back to the queue when one of its calls
 // ends. So a hanging minter holds only its own lane's slots: never a
 // worker, never another minter's or another endpoint's slots, and never a
-// revocation's (revocations have lanes of their own).
+// revocation's (revocations have lanes of their own). Webhook calls also
+// share one bound per operation across every endpoint (webhookCallLimit):
+// the price is that endpoints hanging together can hold up to that many
+// calls of other endpoints.
 
 // Concurrent calls per lane.
+// webhookCallLimit bounds the webhook mints, and separately the webhook
+// revocations, running at once across every endpoint.
+const webhookCallLimit = 64
+
 var laneLimits = map[rotationv1alpha1.MinterType]int{
 	rotationv1alpha1.MinterRandom: 16, rotationv1alpha1.MinterClientCertificate: 8,
 	rotationv1alpha1.MinterServiceAccountToken: 8, rotationv1alpha1.MinterWebhook: 4,
@@ -67,21 +77,45 @@ func newCalls(requeue func(string)) *calls {
 }
 
 // laneOf names the lanes of a minter call: the call needs a slot in each.
+// A webhook call needs one in its endpoint's lane and one in the lane of
+// every webhook call of that operation, so that N credentials at N
+// endpoints make at most webhookCallLimit calls at once, not N.
 func laneOf(rc *rotationv1alpha1.RotatingCredential, step StepKind) []slot {
 	t := rc.Spec.Minter.Type
 	name := string(t) + " " + string(step)
-	if w := rc.Spec.Minter.Webhook; t == rotationv1alpha1.MinterWebhook && w != nil {
-		endpoint := w.URL
-		if u, err := url.Parse(w.URL); err == nil {
-			endpoint = strings.ToLower(u.Scheme + "://" + u.Host)
-		}
-		name += " " + endpoint
-	}
 	limit := laneLimits[t]
 	if limit == 0 {
 		limit = 1
 	}
+	if w := rc.Spec.Minter.Webhook; t == rotationv1alpha1.MinterWebhook && w != nil {
+		return []slot{{name: name + " " + endpointOf(w.URL), limit: limit}, {name: name + " (every endpoint)", limit: webhookCallLimit}}
+	}
 	return []slot{{name: name, limit: limit}}
+}
+
+// endpointOf is a URL's endpoint in one spelling: the scheme and host in
+// lower case, the host without a trailing dot and an IP address in its
+// canonical form (an IPv4 address written as IPv6 as IPv4), and the port
+// always written, as a plain number (the scheme's default when absent).
+// Host names that resolve to the same address remain different endpoints
+// (the global bound covers them).
+func endpointOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return strings.ToLower(raw) // refused by validation; the call fails
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	port := u.Port()
+	if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(n, 10)
+	} else if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // busy says whether key has a call running: its worker leaves it alone,

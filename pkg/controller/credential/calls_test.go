@@ -90,7 +90,11 @@ func TestLaneHandsTheSlotToTheRealWaiter(t *testing.T) {
 // resync.
 func TestLanesNeverStrandAWaiter(t *testing.T) {
 	const keys, callsPerKey, workers = 40, 5, 4
-	lanes := []string{"Webhook Revoke https://a:443", "Webhook Revoke https://b:443", "Random Revoke"}
+	// Two endpoints under a shared bound smaller than their sum, as the
+	// webhook lanes are, and a lane of its own.
+	every := slot{name: "Webhook Revoke (every endpoint)", limit: 3}
+	lanes := [][]slot{{{name: "Webhook Revoke https://a:443", limit: 2}, every}, {{name: "Webhook Revoke https://b:443", limit: 2}, every},
+		{{name: "Random Revoke", limit: 2}}}
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	var left [keys]atomic.Int64
@@ -123,8 +127,7 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 			go func() { time.Sleep(time.Millisecond); queue.Add(key); active.Add(-1) }()
 			return
 		}
-		lane := slot{name: lanes[rand.IntN(len(lanes))], limit: 2}
-		if !c.start(key, lane) {
+		if !c.start(key, lanes[rand.IntN(len(lanes))]...) {
 			return
 		}
 		active.Add(1)
@@ -214,4 +217,60 @@ func (c *calls) checkLocked() error {
 		}
 	}
 	return nil
+}
+
+// TestWebhookLaneIsTheEndpointHowEverSpelled: one endpoint is one lane
+// (and one bound) whatever the spelling of its URL: case, a trailing dot,
+// the default port written or not, leading zeros in the port, an IPv6
+// address's forms, an IPv4 address written as IPv6.
+func TestWebhookLaneIsTheEndpointHowEverSpelled(t *testing.T) {
+	for want, spellings := range map[string][]string{
+		"Webhook Mint https://hook.example:443": {"https://hook.example/p", "https://hook.example:443/p", "https://hook.example./p",
+			"https://HOOK.example:0443/p", "HTTPS://Hook.Example.:443/other?q=1"},
+		"Webhook Mint https://hook.example:8443": {"https://hook.example:8443", "https://hook.example.:08443/x"},
+		"Webhook Mint http://hook.example:80":    {"http://hook.example", "http://hook.example:80"},
+		"Webhook Mint https://[::1]:8443":        {"https://[::1]:8443", "https://[0:0::1]:8443", "https://[0000::0001]:08443"},
+		"Webhook Mint https://127.0.0.1:443":     {"https://127.0.0.1", "https://[::ffff:127.0.0.1]:443"},
+	} {
+		for _, u := range spellings {
+			if got := laneOf(webhookRC("x", u, nil), StepMint)[0].name; got != want {
+				t.Errorf("lane of %s = %q, want %q", u, got, want)
+			}
+		}
+	}
+}
+
+// TestWebhookCallsHaveAGlobalBound: N credentials at N endpoints do not
+// make N concurrent calls: at most webhookCallLimit mints (and as many
+// revocations, which have a bound of their own) run at once across every
+// endpoint; the next waits and is handed back when one ends.
+func TestWebhookCallsHaveAGlobalBound(t *testing.T) {
+	var woken []string
+	c := newCalls(func(k string) { woken = append(woken, k) })
+	rc := func(i int) []slot {
+		return laneOf(webhookRC(fmt.Sprint(i), fmt.Sprintf("https://hook-%d.example", i), nil), StepMint)
+	}
+	for i := 0; i < webhookCallLimit; i++ {
+		if !c.start(fmt.Sprint(i), rc(i)...) {
+			t.Fatalf("call %d at its own endpoint found no slot", i)
+		}
+	}
+	next := fmt.Sprint(webhookCallLimit)
+	if c.start(next, rc(webhookCallLimit)...) {
+		t.Fatalf("a call beyond %d concurrent webhook mints started", webhookCallLimit)
+	}
+	revoke := laneOf(webhookRC("r", "https://hook-r.example", nil), StepRevoke)
+	if !c.start("r", revoke...) {
+		t.Fatal("webhook mints at their bound held a revocation")
+	}
+	if err := c.checkLocked(); err != nil {
+		t.Fatal(err)
+	}
+	c.finish("0")
+	if !slices.Equal(woken, []string{next}) {
+		t.Fatalf("handed back %v, want [%s]", woken, next)
+	}
+	if !c.start(next, rc(webhookCallLimit)...) {
+		t.Fatal("the waiting call found no slot when one was freed")
+	}
 }

@@ -152,7 +152,7 @@ func TestLanes(t *testing.T) {
 	c := newCalls(func(k string) { handedBack = append(handedBack, k) })
 	a := webhookRC("a", "https://hook-a.example:8443/mint", nil)
 	lanes := laneOf(a, StepMint)
-	if len(lanes) != 1 || lanes[0].limit != 4 || lanes[0].name != "Webhook Mint https://hook-a.example:8443" {
+	if len(lanes) != 2 || lanes[0].limit != 4 || lanes[0].name != "Webhook Mint https://hook-a.example:8443" || lanes[1].limit != webhookCallLimit {
 		t.Fatalf("lanes %+v", lanes)
 	}
 	for i := 0; i < 4; i++ {
