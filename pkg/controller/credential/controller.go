@@ -206,14 +206,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return max(plan.At.Sub(now), time.Millisecond), nil
 	case StepRefuse:
 		// The cache may not show yet the claim rekey recorded before it
-		// created the Secret: the stored object decides. When it is newer,
-		// its informer event brings the key back.
-		stored, err := c.client.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		// created the Secret: the stored object decides.
+		if current, err := c.cacheCurrent(ctx, rc); err != nil || !current {
 			return 0, err
-		}
-		if stored.ResourceVersion != rc.ResourceVersion {
-			return 0, nil
 		}
 		return 5 * time.Minute, c.degrade(ctx, rc, "SecretNotManaged", plan.Reason)
 	case StepRecord:
@@ -221,6 +216,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	case StepCopyOld:
 		err = c.copyOld(ctx, rc, secret)
 	case StepMint, StepRevoke:
+		if plan.FromStatus {
+			// The Secret was read now, the status from the cache: a
+			// revocation already recorded (phase Completed) but not cached
+			// yet would be made again. The stored object decides.
+			if current, err := c.cacheCurrent(ctx, rc); err != nil || !current {
+				return 0, err
+			}
+		}
 		if !c.inline {
 			c.startCall(ctx, key, rc, secret, plan)
 			return 0, nil
@@ -228,6 +231,17 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		err = c.minterStep(ctx, rc, secret, plan)
 	}
 	return c.stepDone(ctx, rc, plan, err)
+}
+
+// cacheCurrent says whether rc, from the cache, is the stored object. When
+// it is not, the informer event of the newer one brings the key back, and
+// the step is decided from that.
+func (c *Controller) cacheCurrent(ctx context.Context, rc *rotationv1alpha1.RotatingCredential) (bool, error) {
+	stored, err := c.client.RotationV1alpha1().RotatingCredentials(rc.Namespace).Get(ctx, rc.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return stored.ResourceVersion == rc.ResourceVersion, nil
 }
 
 // stepDone reports a step's outcome: Degraded for a failed minter call or

@@ -295,3 +295,45 @@ func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
 		t.Fatalf("revoked %v, want [1 2] (every generation but the current one, 3)", m.revoked)
 	}
 }
+
+// TestStaleCacheDoesNotRevokeAgain: status from the cache says generation
+// 1 still waits for its revocation (phase Rotating at 2) while the stored
+// object already records it revoked (Completed), and the Secret was just
+// deleted: the stored object decides, so 1 is not revoked a second time
+// (seen in e2e as a repeated "revoke 1" after a Secret deletion).
+func TestStaleCacheDoesNotRevokeAgain(t *testing.T) {
+	m := &revokeRecorder{}
+	h := newHarness(t, newRC(), m)
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(t0.Add(time.Hour))
+	if _, err := h.settle(); err != nil {
+		t.Fatal(err)
+	}
+	stale := h.refresh().DeepCopy()
+	if stale.Status.Phase != rotationv1alpha1.CredentialRotating || stale.Status.CredentialGeneration != 2 {
+		t.Fatalf("not in the grace period of generation 1: %+v", stale.Status)
+	}
+	stale.ResourceVersion = "8"
+	stored := stale.DeepCopy()
+	stored.ResourceVersion = "9"
+	stored.Status.Phase, stored.Status.GraceEndsTime = rotationv1alpha1.CredentialCompleted, nil
+	if _, err := h.client.RotationV1alpha1().RotatingCredentials("team").UpdateStatus(context.Background(), stored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.indexer.Update(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.kube.CoreV1().Secrets("team").Delete(context.Background(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.sync(context.Background(), "team/db"); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.revoked) != 0 {
+		t.Fatalf("revoked %v from a stale cache, want nothing until the cache shows the stored object", m.revoked)
+	}
+}
