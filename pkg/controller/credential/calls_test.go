@@ -116,7 +116,10 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 	}
 	sync1 := func(key string) {
 		var i int
-		fmt.Sscanf(key, "k%d", &i)
+		if _, err := fmt.Sscanf(key, "k%d", &i); err != nil {
+			t.Errorf("key %q: %v", key, err)
+			return
+		}
 		if left[i].Load() == 0 {
 			return
 		}
