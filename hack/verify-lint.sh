@@ -9,4 +9,4 @@ cd "$ROOT"
 "$BIN/golangci-lint" run --allow-parallel-runners ./...
 packages=$(go list ./pkg/... ./cmd/... | grep -v /pkg/generated/)
 # shellcheck disable=SC2086
-"$BIN/logcheck" -check-contextual $packages
+"$BIN/logcheck" -check-contextual -config "$ROOT/hack/logcheck.conf" $packages

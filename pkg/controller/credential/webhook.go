@@ -110,7 +110,7 @@ func (m WebhookMinter) call(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	logger := klog.FromContext(ctx).WithValues("rotatingCredential", rc.Namespace+"/"+rc.Name, "operation", op)
 	rsp, err := client.Do(req)
 	if err != nil {
-		return transportFailure(ctx, logger, op, err)
+		return transportFailure(klog.NewContext(ctx, logger), op, err)
 	}
 	defer func() { _ = rsp.Body.Close() }()
 	// Read at most one byte past the cap: a larger body is refused before
@@ -118,7 +118,7 @@ func (m WebhookMinter) call(ctx context.Context, rc *rotationv1alpha1.RotatingCr
 	// timeout.
 	data, err := io.ReadAll(io.LimitReader(rsp.Body, maxWebhookBody+1))
 	if err != nil {
-		return transportFailure(ctx, logger, op, err)
+		return transportFailure(klog.NewContext(ctx, logger), op, err)
 	}
 	if op == "revoke" && (rsp.StatusCode == http.StatusNotFound || rsp.StatusCode == http.StatusGone) {
 		return nil
@@ -145,8 +145,8 @@ var errRedirect = errors.New("the webhook redirected; rekey does not follow redi
 // transportFailure reports a failed exchange by its class (see
 // WebhookMinter); the transport's error, which names addresses, is logged
 // for the operator only.
-func transportFailure(ctx context.Context, logger klog.Logger, op string, err error) *MintError {
-	logger.V(2).Info("Webhook call failed", "err", err)
+func transportFailure(ctx context.Context, op string, err error) *MintError {
+	klog.FromContext(ctx).V(2).Info("Webhook call failed", "err", err)
 	reason, class := "WebhookUnreachable", "the connection failed"
 	var dnsErr *net.DNSError
 	var unknownAuthority x509.UnknownAuthorityError
