@@ -140,8 +140,6 @@ func (c *calls) start(key string, lanes ...slot) bool {
 	if _, ok := c.inFlight[key]; ok {
 		return false
 	}
-	// Awake now: off any waiting list, whatever happens next.
-	c.unwait(key)
 	for _, s := range lanes {
 		l := c.lanes[s.name]
 		if l == nil {
@@ -152,8 +150,12 @@ func (c *calls) start(key string, lanes ...slot) bool {
 			// Slots handed to key elsewhere go on to the next waiters
 			// rather than idle while key waits here.
 			wake = c.unpromise(key, wake)
-			l.waiting = append(l.waiting, key)
-			c.waitingIn[key] = s.name
+			if c.waitingIn[key] != s.name {
+				// A key already waiting here keeps its place in line.
+				c.unwait(key)
+				l.waiting = append(l.waiting, key)
+				c.waitingIn[key] = s.name
+			}
 			for _, s := range lanes {
 				if l := c.lanes[s.name]; l != nil && l.used() == 0 && len(l.waiting) == 0 {
 					delete(c.lanes, s.name)
@@ -162,9 +164,16 @@ func (c *calls) start(key string, lanes ...slot) bool {
 			return false
 		}
 	}
+	// Starting: off any waiting list (which may drop an idle lane it
+	// waited in: made again below if it is one of lanes).
+	c.unwait(key)
 	names := make([]string, 0, len(lanes))
 	for _, s := range lanes {
 		l := c.lanes[s.name]
+		if l == nil {
+			l = &lane{limit: s.limit, promised: map[string]bool{}}
+			c.lanes[s.name] = l
+		}
 		delete(l.promised, key)
 		l.running++
 		names = append(names, s.name)

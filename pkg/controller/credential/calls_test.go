@@ -277,3 +277,25 @@ func TestWebhookCallsHaveAGlobalBound(t *testing.T) {
 		t.Fatal("the waiting call found no slot when one was freed")
 	}
 }
+
+// TestWaitingKeyKeepsItsPlace: a key already waiting on a full lane that is
+// synced again (an informer event, a resync) keeps its place in the line:
+// it went to the back before, so a key woken often could wait for ever
+// behind keys that are not.
+func TestWaitingKeyKeepsItsPlace(t *testing.T) {
+	var woken []string
+	c := newCalls(func(k string) { woken = append(woken, k) })
+	lane := slot{name: "Webhook Mint https://h:443", limit: 1}
+	for _, k := range []string{"A", "B", "C", "B", "B"} {
+		if got := c.start(k, lane); got != (k == "A") {
+			t.Fatalf("start(%s) = %v", k, got)
+		}
+		if err := c.checkLocked(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.finish("A")
+	if !slices.Equal(woken, []string{"B"}) {
+		t.Fatalf("handed the slot to %v, want B (first in line, synced again twice while waiting)", woken)
+	}
+}
