@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -46,19 +47,18 @@ func TestCreateTimeIssuanceIsRateLimitedPerRequester(t *testing.T) {
 	// answered 503 (no token taken) or approved without a certificate (a
 	// token taken): wait with throwaway nodes, one per try, whose buckets
 	// the test does not use.
-	for i := 0; ; i++ {
+	i := 0
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
 		waiter, _ := srv.ClientFor(t, fmt.Sprintf("system:node:w%d", i), "system:nodes")
 		out, err := waiter.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(ctx, fmt.Sprintf("w%d", i), nodeClientRequest(t, "", fmt.Sprintf("w%d", i)), metav1.CreateOptions{})
-		if err == nil && len(out.Status.Certificate) > 0 {
-			break
-		}
 		if err != nil && !apierrors.IsServiceUnavailable(err) {
-			t.Fatalf("waiting for the server: %v", err)
+			return false, fmt.Errorf("waiting for the server: %w", err)
 		}
-		if i == 300 {
-			t.Fatal("no selfnodeclient create was signed in its write")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && len(out.Status.Certificate) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no selfnodeclient create was signed in its write: %v", err)
 	}
 	n1, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
 	for i := 1; i <= 3; i++ {
