@@ -131,14 +131,28 @@ func TestDecideNodeServing(t *testing.T) {
 		return with(func(r *req) { r.user, r.cn, r.dns, r.ips = "system:node:"+name, "system:node:"+name, dns, nil })
 	}
 	n3 := nodeNamed("n3.team-z.example.com", "10.0.0.30", "n3.team-z.example.com", "n3", "www.n3.team-z.example.com")
-	tests := map[string]struct {
+	type testCase struct {
 		req     req
 		allow   *certv1alpha1.NodeServingApproval
 		cluster ClusterView
 		extra   []any  // Nodes and Services added to hostile
 		refused string // "" means approved
 		err     bool
-	}{
+	}
+	// withSAN is the node's request naming only san ("dns:NAME" or
+	// "ip:ADDRESS").
+	withSAN := func(san string) req {
+		kind, value, _ := strings.Cut(san, ":")
+		return with(func(r *req) {
+			r.dns, r.ips = nil, nil
+			if kind == "ip" {
+				r.ips = []string{value}
+			} else {
+				r.dns = []string{value}
+			}
+		})
+	}
+	tests := map[string]testCase{
 		"the node's own addresses": {req: node},
 		"IP only, ECDSA usages": {req: with(func(r *req) {
 			r.dns, r.usages = nil, serving[:1:1]
@@ -271,43 +285,13 @@ func TestDecideNodeServing(t *testing.T) {
 		"dns:n1 .nodes.example.com":         "not a valid DNS name",
 		"dns:n1..example.com":               "not a valid DNS name",
 	} {
-		kind, value, _ := strings.Cut(san, ":")
-		tests["refused "+san] = struct {
-			req     req
-			allow   *certv1alpha1.NodeServingApproval
-			cluster ClusterView
-			extra   []any
-			refused string
-			err     bool
-		}{req: with(func(r *req) {
-			r.dns, r.ips = nil, nil
-			if kind == "ip" {
-				r.ips = []string{value}
-			} else {
-				r.dns = []string{value}
-			}
-		}), refused: rule}
+		tests["refused "+san] = testCase{req: withSAN(san), refused: rule}
 	}
 	// What n1 may have: its own names in any case, its own IPs.
 	// (An ExternalName is a CNAME from the Service's own name to its
 	// target: the target is not the Service's.)
 	for _, san := range []string{"dns:N1.Nodes.Example.com.", "dns:n1", "ip:10.0.0.5", "ip:2001:db8::5", "dns:db.example.net"} {
-		kind, value, _ := strings.Cut(san, ":")
-		tests["accepted "+san] = struct {
-			req     req
-			allow   *certv1alpha1.NodeServingApproval
-			cluster ClusterView
-			extra   []any
-			refused string
-			err     bool
-		}{req: with(func(r *req) {
-			r.dns, r.ips = nil, nil
-			if kind == "ip" {
-				r.ips = []string{value}
-			} else {
-				r.dns = []string{value}
-			}
-		})}
+		tests["accepted "+san] = testCase{req: withSAN(san)}
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
