@@ -261,6 +261,16 @@ func TestWebhookRotation(t *testing.T) {
 	hook.set(false, false)
 	waitSecret(t, ns, "rotated", 60*time.Second, func(s *corev1.Secret) bool { return generation(s) == 2 })
 	waitSecret(t, ns, "without the old password", 40*time.Second, func(s *corev1.Secret) bool { return s.Data["password.old"] == nil })
+	// The revocation is recorded in status after the Secret loses its .old
+	// keys: a Secret deleted in between makes rekey revoke generation 1
+	// again (the protocol allows it), so wait until it is recorded.
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
+		return err == nil && rc.Status.Phase == rotationv1alpha1.CredentialCompleted && rc.Status.CredentialGeneration == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the revocation of generation 1 never recorded: %v", err)
+	}
 
 	if err := cluster.Admin.CoreV1().Secrets(ns).Delete(context.Background(), "cred", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
