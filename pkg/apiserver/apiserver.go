@@ -31,7 +31,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
 	"rekey.io/rekey/pkg/nodeattest"
 	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
@@ -202,7 +202,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	keyStores := &certificateauthority.KeyStores{Etcd: etcdKeys, Allowed: c.ExtraConfig.KeyStores.Allowed}
+	keyStores := &authority.KeyStores{Etcd: etcdKeys, Allowed: c.ExtraConfig.KeyStores.Allowed}
 
 	generic, err := c.GenericConfig.New("rekey-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {

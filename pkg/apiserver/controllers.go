@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/servingcert"
@@ -19,7 +19,7 @@ import (
 // installControllers registers the controllers' post-start hook and a
 // readiness check that fails while the controller manager cannot run, so a
 // replica without working controllers is not taken for a healthy one.
-func (c completedConfig) installControllers(s *Server, keyStores *certificateauthority.KeyStores) error {
+func (c completedConfig) installControllers(s *Server, keyStores *authority.KeyStores) error {
 	opts := c.ExtraConfig.Controllers
 	opts.Etcd = s.etcd
 	opts.PrivatePrefix = c.ExtraConfig.Etcd.PrivatePrefix
@@ -51,7 +51,7 @@ func (c completedConfig) controllersClientConfig(hook genericapiserver.PostStart
 
 // installServingCA starts, on every replica, the manager of rekey's own
 // serving certificate when --serving-ca is set.
-func (c completedConfig) installServingCA(s *Server, stores *certificateauthority.KeyStores) error {
+func (c completedConfig) installServingCA(s *Server, stores *authority.KeyStores) error {
 	cfg := c.ExtraConfig.ServingCA
 	if cfg == nil {
 		return nil

@@ -12,7 +12,7 @@ import (
 
 	"rekey.io/rekey/pkg/attest/etcdstore"
 
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/issuance"
@@ -26,7 +26,7 @@ import (
 // It keeps its own cache of Signers and CertificateAuthorities, a few
 // objects, and never one of requests; the cache starts once the server
 // serves, and until it is complete every write is left to the controllers.
-func (c completedConfig) newSynchronousIssuer(s *Server, keyStores *certificateauthority.KeyStores, factory informers.SharedInformerFactory) (*issuer.Synchronous, error) {
+func (c completedConfig) newSynchronousIssuer(s *Server, keyStores *authority.KeyStores, factory informers.SharedInformerFactory) (*issuer.Synchronous, error) {
 	if !c.ExtraConfig.SynchronousIssuance {
 		return nil, nil
 	}
@@ -38,7 +38,7 @@ func (c completedConfig) newSynchronousIssuer(s *Server, keyStores *certificatea
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix
 	sync := &issuer.Synchronous{
 		Signing: &issuer.Signing{
-			Authorities: certificateauthority.NewAuthorities(cas.Lister(), keyStores, cabinding.NewEtcdStore(s.etcd, prefix)),
+			Authorities: authority.NewAuthorities(cas.Lister(), keyStores, cabinding.NewEtcdStore(s.etcd, prefix)),
 			// Not ctx: it ends when the shutdown begins, while the
 			// requests in flight still record what they issue.
 			Recorder: issuance.NewRecorder(s.requests, s.etcd, prefix),

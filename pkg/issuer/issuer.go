@@ -16,7 +16,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
@@ -72,7 +72,7 @@ type Attestation struct {
 // Signing signs requests for the signers Signer objects declare, with their
 // CAs' keys, under their policies.
 type Signing struct {
-	Authorities *certificateauthority.Authorities
+	Authorities *authority.Authorities
 	Recorder    Recorder
 	Clock       clock.PassiveClock
 }

@@ -21,7 +21,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
@@ -116,7 +116,7 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 			t.Fatal(err)
 		}
 	}
-	authorities := certificateauthority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &certificateauthority.KeyStores{Etcd: keys}, bindings)
+	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &authority.KeyStores{Etcd: keys}, bindings)
 	f.sync = &Synchronous{
 		Signing:    &Signing{Authorities: authorities, Recorder: f.records, Clock: clocktesting.NewFakePassiveClock(now)},
 		Signers:    certlisters.NewSignerLister(signerIndexer),

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/issuance"
@@ -59,7 +59,7 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 type Manager struct {
 	cfg      Config
 	replica  string
-	stores   *certificateauthority.KeyStores
+	stores   *authority.KeyStores
 	bindings cabinding.Store
 	records  interface {
 		Record(ctx context.Context, rec issuance.Record) error
@@ -67,11 +67,11 @@ type Manager struct {
 	kube  dynamic.Interface
 	clock clock.PassiveClock
 
-	authorities *certificateauthority.Authorities
+	authorities *authority.Authorities
 }
 
 // NewManager returns a manager; kube is nil without a host cluster.
-func NewManager(cfg Config, replica string, stores *certificateauthority.KeyStores, bindings cabinding.Store, records *issuance.Recorder, kube dynamic.Interface) *Manager {
+func NewManager(cfg Config, replica string, stores *authority.KeyStores, bindings cabinding.Store, records *issuance.Recorder, kube dynamic.Interface) *Manager {
 	if cfg.Validity == 0 {
 		cfg.Validity = 30 * 24 * time.Hour
 	}
@@ -90,7 +90,7 @@ func (m *Manager) Run(ctx context.Context, restConfig *rest.Config) {
 	}
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	informer := factory.Rotation().V1alpha1().CertificateAuthorities()
-	m.authorities = certificateauthority.NewAuthorities(informer.Lister(), m.stores, m.bindings)
+	m.authorities = authority.NewAuthorities(informer.Lister(), m.stores, m.bindings)
 	changed := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -164,7 +164,7 @@ func (m *Manager) due(ca *rotationv1alpha1.CertificateAuthority) bool {
 	if cert == nil {
 		return true
 	}
-	current, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	current, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		return false
 	}

@@ -17,7 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/pki"
@@ -112,7 +112,7 @@ func TestManagerTrustsBeforeItServes(t *testing.T) {
 	records := &memoryRecords{}
 	m := &Manager{cfg: Config{CAName: "serving", Hosts: []string{"rekey-apiserver.rekey-system.svc", "127.0.0.1"}, APIServices: []string{"v1alpha1.certificates.rekey.io"},
 		Validity: 30 * 24 * time.Hour, Provider: provider}, replica: "host-a", records: records, kube: kube, clock: clocktesting.NewFakePassiveClock(now),
-		authorities: certificateauthority.NewAuthorities(lister, &certificateauthority.KeyStores{Etcd: keys}, bindings)}
+		authorities: authority.NewAuthorities(lister, &authority.KeyStores{Etcd: keys}, bindings)}
 
 	if err := m.sync(ctx, lister); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/test/fixtures"
 )
 
@@ -68,7 +68,7 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 	if err != nil || ca.Status.Current == nil {
 		t.Fatalf("CA: %v", err)
 	}
-	caCert, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	caCert, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		t.Fatal(err)
 	}

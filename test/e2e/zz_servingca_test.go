@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/test/framework"
 )
 
@@ -64,7 +64,7 @@ func TestOwnServingCARotatesWithoutAFailedRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal("the serving CA was not created")
 		}
-		cert, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+		cert, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestOwnServingCARotatesWithoutAFailedRequest(t *testing.T) {
 		if err != nil || got.Status.Phase != rotationv1alpha1.PhasePrepared {
 			return false, nil
 		}
-		newCA, err = certificateauthority.ParseCertificatePEM(got.Status.Current.Certificate)
+		newCA, err = authority.ParseCertificatePEM(got.Status.Current.Certificate)
 		return err == nil, nil
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 	"rekey.io/rekey/pkg/agent"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/standalone"
 	"rekey.io/rekey/test/framework"
@@ -309,7 +309,7 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 
 	// Rotation 1: renewed at once, with the node's own certificate.
 	ca := rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared)
-	current, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	current, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newCurrent, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	newCurrent, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
@@ -97,7 +97,7 @@ func caOf(t *testing.T, client clientset.Interface, caName string) *x509.Certifi
 	if err != nil {
 		t.Fatalf("CertificateAuthority %s has no certificate: %+v", caName, ca)
 	}
-	cert, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	cert, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		t.Fatal(err)
 	}

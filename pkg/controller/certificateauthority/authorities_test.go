@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -47,7 +48,7 @@ func bindCA(t *testing.T, c *Controller, ca *rotationv1alpha1.CertificateAuthori
 func TestStatusDoesNotChooseTheKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	keys := signingtest.NewMemoryKeys()
-	authorities := NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
+	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &authority.KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
 	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
 
 	team, cluster := newCA("team-ca", "11111111-aaaa"), newCA("rekey.io-kube-apiserver-client", "22222222-bbbb")
@@ -80,7 +81,7 @@ func TestStatusDoesNotChooseTheKey(t *testing.T) {
 func TestRecreatedCAGetsNoOldKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	keys := signingtest.NewMemoryKeys()
-	authorities := NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
+	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &authority.KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
 	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
 	old := newCA("ca", "11111111-old")
 	bindCA(t, c, old)

@@ -22,10 +22,11 @@ import (
 
 	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/runner"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/runner"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
@@ -39,7 +40,7 @@ type Controller struct {
 	lister      rotationlisters.CertificateAuthorityLister
 	synced      cache.InformerSynced
 	queue       workqueue.TypedRateLimitingInterface[string]
-	authorities *Authorities
+	authorities *authority.Authorities
 	clock       clock.PassiveClock
 	// records lists what each CA issued, to count who has not renewed
 	// during a rotation.
@@ -56,7 +57,7 @@ type Controller struct {
 func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
 
 // NewController wires the controller to an informer.
-func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *Authorities, records Records, clk clock.PassiveClock) *Controller {
+func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *authority.Authorities, records Records, clk clock.PassiveClock) *Controller {
 	RegisterMetrics()
 	c := &Controller{
 		client:      client,
@@ -236,7 +237,7 @@ func adoptable(ca *rotationv1alpha1.CertificateAuthority, keyID string, key cryp
 	if cur == nil || cur.KeyID != keyID {
 		return nil
 	}
-	cert, err := ParseCertificatePEM(cur.Certificate)
+	cert, err := authority.ParseCertificatePEM(cur.Certificate)
 	if err != nil || !cert.IsCA || !signing.PublicKeysEqual(cert.PublicKey, key.Public()) || cert.CheckSignatureFrom(cert) != nil {
 		return nil
 	}

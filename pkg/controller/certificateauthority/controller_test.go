@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
@@ -45,7 +46,7 @@ func newTestController(t *testing.T, ca *rotationv1alpha1.CertificateAuthority, 
 	return &Controller{
 		client:      client,
 		lister:      lister,
-		authorities: NewAuthorities(lister, &KeyStores{Etcd: keys}, bindings),
+		authorities: authority.NewAuthorities(lister, &authority.KeyStores{Etcd: keys}, bindings),
 		clock:       clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
 	}, client, bindings
 }

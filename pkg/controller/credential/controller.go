@@ -31,13 +31,13 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	condmsg "rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
-	"rekey.io/rekey/pkg/controller/runner"
+	"rekey.io/rekey/pkg/authority"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/runner"
 )
 
 const fieldManager = "rekey-credential-rotation"
@@ -309,7 +309,7 @@ func (c *Controller) caRotated(rc *rotationv1alpha1.RotatingCredential, secret *
 	if err != nil || ca.Status.Current == nil {
 		return ""
 	}
-	current, err := certificateauthority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	current, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
 	if err != nil {
 		return ""
 	}

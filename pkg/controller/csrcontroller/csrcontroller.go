@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
-	"rekey.io/rekey/pkg/controller/runner"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/runner"
 )
 
 // Handler acts on one request. An error retries it with back-off. The

@@ -28,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/approver"
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
@@ -52,7 +53,7 @@ type Options struct {
 	KubeConfig *rest.Config
 	// Authorizer answers the approver's SubjectAccessReviews.
 	Authorizer authorizer.Authorizer
-	KeyStores  *certificateauthority.KeyStores
+	KeyStores  *authority.KeyStores
 	Etcd       *clientv3.Client
 	// PrivatePrefix is the etcd prefix for keys, bindings, issuance records
 	// and the leader election.
@@ -162,7 +163,7 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
 	signerInformer := factory.Certificates().V1alpha1().Signers()
 
-	authorities := certificateauthority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
+	authorities := authority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
 	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
 	caController := certificateauthority.NewController(client, caInformer, authorities, recorder, clk)
 	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, authorities, recorder, clk)

@@ -19,15 +19,15 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/csrcontroller"
 	"rekey.io/rekey/pkg/controller/csrutil"
-	"rekey.io/rekey/pkg/controller/runner"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/runner"
 )
 
 // Controller signs approved requests (a csrcontroller loop calling Handle)
@@ -35,7 +35,7 @@ import (
 type Controller struct {
 	client      clientset.Interface
 	signers     certlisters.SignerLister
-	authorities *certificateauthority.Authorities
+	authorities *authority.Authorities
 	signing     *issuer.Signing
 	clock       clock.PassiveClock
 
@@ -56,7 +56,7 @@ type Controller struct {
 // certificate or readiness (seen on the CA informer) re-checks the Signers
 // that use it and the requests that waited for them.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer,
-	caInformer rotationinformers.CertificateAuthorityInformer, authorities *certificateauthority.Authorities, recorder issuer.Recorder, clk clock.PassiveClock) *Controller {
+	caInformer rotationinformers.CertificateAuthorityInformer, authorities *authority.Authorities, recorder issuer.Recorder, clk clock.PassiveClock) *Controller {
 	issuer.RegisterMetrics()
 	c := &Controller{
 		client:       client,

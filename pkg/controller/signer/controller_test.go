@@ -19,7 +19,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/controller/certificateauthority"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
@@ -92,7 +92,7 @@ func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture
 		t.Fatal(err)
 	}
 	f.client = fake.NewSimpleClientset(s)
-	authorities := certificateauthority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &certificateauthority.KeyStores{Etcd: keys}, bindings)
+	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &authority.KeyStores{Etcd: keys}, bindings)
 	clk := clocktesting.NewFakePassiveClock(now)
 	f.c = &Controller{
 		client:      f.client,

@@ -1,7 +1,7 @@
-// Package certificateauthority creates CA keys and certificates for
-// CertificateAuthority objects, reports whether each CA can sign, and gives
-// the signer controller each CA's certificate and key.
-package certificateauthority
+// Package authority answers, for every part of rekey that signs, which key
+// and certificate sign for a CertificateAuthority: the key stores a CA's
+// spec may name, the cache of bound keys, and the CA-certificate parsing.
+package authority
 
 import (
 	"context"
