@@ -1,0 +1,71 @@
+package framework
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Interval is how often Eventually and Stays look.
+const Interval = 100 * time.Millisecond
+
+// TB is the part of testing.TB the helpers use (so that they can be tested
+// with a recorder).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Eventually waits until cond returns nil, looking every Interval, and
+// fails the test with cond's last error when timeout passes first. cond
+// gets a context of its own, not the poll's: a request cut off by the
+// timeout would otherwise read as a failed condition.
+func Eventually(t TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	if err := EventuallyErr(timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// EventuallyErr is Eventually for code that is not a test: it returns
+// the error instead of failing.
+func EventuallyErr(timeout time.Duration, cond func(ctx context.Context) error) error {
+	last := context.DeadlineExceeded
+	err := wait.PollUntilContextTimeout(context.Background(), Interval, timeout, true, func(context.Context) (bool, error) {
+		last = cond(context.Background())
+		return last == nil, nil
+	})
+	if err != nil {
+		return &TimeoutError{After: timeout, Last: last}
+	}
+	return nil
+}
+
+// Stays checks, every Interval for the whole window, that cond holds, and
+// fails as soon as it does not: for what must not happen, once a witness
+// has shown that whatever could make it happen is running.
+func Stays(t TB, window time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	var broken error
+	_ = wait.PollUntilContextTimeout(context.Background(), Interval, window, true, func(context.Context) (bool, error) {
+		broken = cond(context.Background())
+		return broken != nil, nil
+	})
+	if broken != nil {
+		t.Fatalf("%s: %v", what, broken)
+	}
+}
+
+// TimeoutError is what Eventually reports: how long it waited and the
+// condition's last answer.
+type TimeoutError struct {
+	After time.Duration
+	Last  error
+}
+
+func (e *TimeoutError) Error() string {
+	return "still not true after " + e.After.String() + ": " + e.Last.Error()
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Last }
