@@ -37,7 +37,7 @@ func (c completedConfig) newSynchronousIssuer(s *Server, keyStores *authority.Ke
 	signersInformer, casInformer := signers.Informer(), cas.Informer()
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix
 	sync := &issuer.Synchronous{
-		Signing: &issuer.Signing{
+		Signing: &authority.Signing{
 			Authorities: authority.NewAuthorities(cas.Lister(), keyStores, cabinding.NewEtcdStore(s.etcd, prefix)),
 			// Not ctx: it ends when the shutdown begins, while the
 			// requests in flight still record what they issue.

@@ -14,6 +14,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	"rekey.io/rekey/pkg/authority"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 )
 
@@ -23,7 +24,7 @@ import (
 // Signer object, a CA this replica cannot reach, a review that failed) it
 // leaves undecided, and the controllers finish it.
 type Synchronous struct {
-	Signing *Signing
+	Signing *authority.Signing
 	// Signers lists Signer objects; Synced says the list is complete.
 	Signers certlisters.SignerLister
 	Synced  func() bool
@@ -86,13 +87,13 @@ func (s *Synchronous) AtApproval(ctx context.Context, csr *certificates.Certific
 	if err != nil {
 		return Outcome{}, err
 	}
-	out, err := s.Signing.Sign(ctx, signer, versioned, approvedAt, PathApproval)
+	signed, err := s.Signing.Sign(ctx, signer, versioned, approvedAt, PathApproval)
 	if err != nil {
 		// The signer controller signs it when it can.
 		klog.FromContext(ctx).V(2).Info("Approved without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
 		return Outcome{}, nil
 	}
-	return out, nil
+	return outcome(signed), nil
 }
 
 // AtCreate decides a request at create, after it was authorized, validated
@@ -217,12 +218,12 @@ func (s *Synchronous) attestAtCreate(ctx context.Context, signer *certv1alpha1.S
 // signAtCreate signs a request approved at create; what cannot be signed
 // now (the CA out of reach) is left to the signer controller.
 func (s *Synchronous) signAtCreate(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest) Outcome {
-	out, err := s.Signing.Sign(ctx, signer, csr, s.Signing.Clock.Now(), PathCreate)
+	signed, err := s.Signing.Sign(ctx, signer, csr, s.Signing.Clock.Now(), PathCreate)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Approved at create without a certificate; the signer controller will sign", "csr", csr.Name, "err", err)
 		return Outcome{}
 	}
-	return out
+	return outcome(signed)
 }
 
 func toVersioned(csr *certificates.CertificateSigningRequest) (*certv1alpha1.CertificateSigningRequest, error) {

@@ -118,7 +118,7 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 	}
 	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(caIndexer), &authority.KeyStores{Etcd: keys}, bindings)
 	f.sync = &Synchronous{
-		Signing:    &Signing{Authorities: authorities, Recorder: f.records, Clock: clocktesting.NewFakePassiveClock(now)},
+		Signing:    &authority.Signing{Authorities: authorities, Recorder: f.records, Clock: clocktesting.NewFakePassiveClock(now)},
 		Signers:    certlisters.NewSignerLister(signerIndexer),
 		Authorizer: f.authz.authorizer(),
 	}

@@ -36,7 +36,7 @@ type Controller struct {
 	client      clientset.Interface
 	signers     certlisters.SignerLister
 	authorities *authority.Authorities
-	signing     *issuer.Signing
+	signing     *authority.Signing
 	clock       clock.PassiveClock
 
 	csrs         *csrcontroller.Controller
@@ -62,7 +62,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		client:       client,
 		signers:      signerInformer.Lister(),
 		authorities:  authorities,
-		signing:      &issuer.Signing{Authorities: authorities, Recorder: recorder, Clock: clk},
+		signing:      &authority.Signing{Authorities: authorities, Recorder: recorder, Clock: clk},
 		clock:        clk,
 		signerQueue:  runner.NewQueue[string]("signer-status"),
 		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},

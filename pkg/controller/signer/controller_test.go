@@ -98,7 +98,7 @@ func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture
 		client:      f.client,
 		signers:     certlisters.NewSignerLister(signerIndexer),
 		authorities: authorities,
-		signing:     &issuer.Signing{Authorities: authorities, Recorder: f.recorder, Clock: clk},
+		signing:     &authority.Signing{Authorities: authorities, Recorder: f.recorder, Clock: clk},
 		clock:       clk,
 	}
 	return f

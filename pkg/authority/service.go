@@ -1,0 +1,56 @@
+package authority
+
+import (
+	"k8s.io/utils/clock"
+
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/signing/cabinding"
+)
+
+// Service is the one answer, per server, to "which key signs for this CA,
+// and where is what it signed recorded". The server builds it once and
+// hands it to everything that signs or reads CA keys: the issuer in the
+// request path, the controllers on the leader and the serving-certificate
+// manager. So there is one cache of bound keys and one recorder, and a CA
+// whose key the CA controller forgets (after a rotation) is forgotten by
+// every consumer at once.
+type Service struct {
+	// Stores resolves a CA's keyStore spec to the store holding its keys.
+	Stores *KeyStores
+	// Bindings say which key and certificate a CA signs with.
+	Bindings cabinding.Store
+	// Authorities is the cache of bound keys, read through the server's
+	// one CertificateAuthority informer.
+	Authorities *Authorities
+	// Records is where every issuance is recorded before its certificate
+	// is published.
+	Records *issuance.Recorder
+	// Signing signs under a Signer's policy with Authorities and records
+	// with Records.
+	Signing *Signing
+}
+
+// Config is what a Service is built from.
+type Config struct {
+	Stores   *KeyStores
+	Bindings cabinding.Store
+	// CAs reads CertificateAuthorities: the lister of the server's one
+	// informer on them.
+	CAs     rotationlisters.CertificateAuthorityLister
+	Records *issuance.Recorder
+	Clock   clock.PassiveClock
+}
+
+// NewService builds the service; it starts nothing (the recorder and the
+// informer behind CAs are started by whoever made them).
+func NewService(cfg Config) *Service {
+	authorities := NewAuthorities(cfg.CAs, cfg.Stores, cfg.Bindings)
+	return &Service{
+		Stores:      cfg.Stores,
+		Bindings:    cfg.Bindings,
+		Authorities: authorities,
+		Records:     cfg.Records,
+		Signing:     &Signing{Authorities: authorities, Recorder: cfg.Records, Clock: cfg.Clock},
+	}
+}
