@@ -20,7 +20,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -525,21 +524,14 @@ func sanitize(s string) string {
 	return strings.NewReplacer(":", "_", "/", "_", "*", "_").Replace(s)
 }
 
+// waitFor waits with EventuallyErr until check passes; an error wrapping
+// errExited ends the wait at once: a dead process will not become ready.
 func waitFor(timeout time.Duration, check func() error) error {
-	var err error
-	pollErr := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		err = check()
+	return EventuallyErr(timeout, func(context.Context) error {
+		err := check()
 		if errors.Is(err, errExited) {
-			return false, err // a dead process will not become ready
+			return Permanent(err)
 		}
-		return err == nil, nil
+		return err
 	})
-	switch {
-	case pollErr == nil:
-		return nil
-	case errors.Is(pollErr, errExited):
-		return pollErr
-	default:
-		return fmt.Errorf("timed out after %s: %w", timeout, err)
-	}
 }

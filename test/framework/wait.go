@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,18 +30,42 @@ func Eventually(t TB, timeout time.Duration, what string, cond func(ctx context.
 }
 
 // EventuallyErr is Eventually for code that is not a test: it returns
-// the error instead of failing.
+// the error instead of failing. A condition error marked with Permanent
+// ends the wait at once and is returned unmarked.
 func EventuallyErr(timeout time.Duration, cond func(ctx context.Context) error) error {
 	last := context.DeadlineExceeded
+	var stop *permanentError
 	err := wait.PollUntilContextTimeout(context.Background(), Interval, timeout, true, func(context.Context) (bool, error) {
 		last = cond(context.Background())
+		if errors.As(last, &stop) {
+			return false, stop
+		}
 		return last == nil, nil
 	})
-	if err != nil {
+	switch {
+	case stop != nil:
+		return stop.err
+	case err != nil:
 		return &TimeoutError{After: timeout, Last: last}
 	}
 	return nil
 }
+
+// Permanent marks a condition's error as one that waiting will not cure
+// (a process that exited will not become ready): Eventually fails with it,
+// and EventuallyErr returns it, at once instead of at the timeout. A nil
+// err stays nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // Stays checks, every Interval for the whole window, that cond holds, and
 // fails as soon as it does not: for what must not happen, once a witness

@@ -60,3 +60,29 @@ func TestStaysHoldsThroughTheWindow(t *testing.T) {
 		t.Fatalf("failed %q after %d calls", r.failed, calls.Load())
 	}
 }
+
+func TestEventuallyStopsAtAPermanentError(t *testing.T) {
+	exited := errors.New("exited")
+	var calls atomic.Int32
+	err := EventuallyErr(10*time.Second, func(context.Context) error {
+		if calls.Add(1) < 2 {
+			return errors.New("not yet")
+		}
+		return Permanent(fmt.Errorf("the process: %w", exited))
+	})
+	if !errors.Is(err, exited) || err.Error() != "the process: exited" || calls.Load() != 2 {
+		t.Fatalf("error %v after %d calls", err, calls.Load())
+	}
+	var timeout *TimeoutError
+	if errors.As(err, &timeout) {
+		t.Fatalf("a permanent error reported as a timeout: %v", err)
+	}
+	r := &recorder{}
+	Eventually(r, 10*time.Second, "alive", func(context.Context) error { return Permanent(exited) })
+	if r.failed != "alive: exited" {
+		t.Fatalf("failure %q", r.failed)
+	}
+	if Permanent(nil) != nil {
+		t.Fatal("Permanent(nil) is not nil")
+	}
+}
