@@ -26,7 +26,7 @@ func TestApproverRoleIsScopedToItsSigner(t *testing.T) {
 
 	approver, _ := userClient(t, "approver-client")
 	bind(t, "approver-client", "rekey:approver:rekey.io:kube-apiserver-client")
-	eventually(t, func() error { return approve(t, approver, "approve-client") })
+	framework.Eventually(t, settleTimeout, "approving approve-client as approver-client", func(context.Context) error { return approve(t, approver, "approve-client") })
 	if !isApproved(t, "approve-client") {
 		t.Fatal("approval did not take effect")
 	}
@@ -46,7 +46,7 @@ func TestApproverDomainWildcard(t *testing.T) {
 
 	approver, _ := userClient(t, "approver-example")
 	bind(t, "approver-example", "rekey:approver:example.com:all")
-	eventually(t, func() error { return approve(t, approver, "wild-one") })
+	framework.Eventually(t, settleTimeout, "approving wild-one as approver-example", func(context.Context) error { return approve(t, approver, "wild-one") })
 	if err := approve(t, approver, "wild-two"); err != nil {
 		t.Fatalf("example.com/* should approve example.com/wild-two: %v", err)
 	}
@@ -78,12 +78,12 @@ func TestSignerRoleIsScopedToItsSigner(t *testing.T) {
 
 	signer, _ := userClient(t, "signer-exact")
 	bind(t, "signer-exact", "e2e-signer-example.org-exact")
-	eventually(t, func() error { return setCertificate(t, signer, "sign-exact") })
+	framework.Eventually(t, settleTimeout, "signing sign-exact as signer-exact", func(context.Context) error { return setCertificate(t, signer, "sign-exact") })
 	requireForbidden(t, setCertificate(t, signer, "sign-exact-other"), `"sign"`, `"signers"`, "example.org/other")
 
 	domainSigner, _ := userClient(t, "signer-example")
 	bind(t, "signer-example", "rekey:signer:example.com:all")
-	eventually(t, func() error { return setCertificate(t, domainSigner, "sign-ex-one") })
+	framework.Eventually(t, settleTimeout, "signing sign-ex-one as signer-example", func(context.Context) error { return setCertificate(t, domainSigner, "sign-ex-one") })
 	if err := setCertificate(t, domainSigner, "sign-ex-two"); err != nil {
 		t.Fatalf("example.com/* should sign example.com/two: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestSignerRoleIsScopedToItsSigner(t *testing.T) {
 	})
 	approverOnly, _ := userClient(t, "approver-only")
 	bind(t, "approver-only", "e2e-approver-example.org-exact")
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "approver-only reading sign-approver-only", func(ctx context.Context) error {
 		_, err := approverOnly.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), "sign-approver-only", metav1.GetOptions{})
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/test/framework"
 )
 
 func signerObject(signerName, caName string) *certv1alpha1.Signer {
@@ -61,7 +62,7 @@ func TestSignerCannotBorrowACA(t *testing.T) {
 	signers := team.CertificatesV1alpha1().Signers()
 
 	// RBAC takes a moment; the permitted binding shows when it has.
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "team-lead creating the Signer team.example.com/app", func(ctx context.Context) error {
 		_, err := signers.Create(ctx, signerObject("team.example.com/app", "team-ca"), metav1.CreateOptions{})
 		return err
 	})

@@ -54,7 +54,7 @@ func credentialNamespace(t *testing.T, name string) string {
 func newCredential(t *testing.T, ns string, interval, grace time.Duration, minter rotationv1alpha1.Minter) *rotationv1alpha1.RotatingCredential {
 	t.Helper()
 	var rc *rotationv1alpha1.RotatingCredential
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "creating RotatingCredential "+ns+"/cred", func(ctx context.Context) error {
 		var err error
 		rc, err = cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(context.Background(), &rotationv1alpha1.RotatingCredential{
 			ObjectMeta: metav1.ObjectMeta{Name: "cred"},
@@ -469,14 +469,14 @@ func TestRotateStartAndCompleteRotateOnce(t *testing.T) {
 	waitSecret(t, ns, "minted", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 1 })
 	rotate := func(action rotationv1alpha1.RotationAction) {
 		t.Helper()
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, "rotate "+string(action), func(ctx context.Context) error {
 			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Rotate(context.Background(), "cred", &rotationv1alpha1.Rotation{Action: action}, metav1.CreateOptions{})
 			return err
 		})
 	}
 	waitPhase := func(gen int64, phase rotationv1alpha1.CredentialPhase) {
 		t.Helper()
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, fmt.Sprintf("generation %d phase %q", gen, phase), func(ctx context.Context) error {
 			if st := credentialStatus(t, ns); st.CredentialGeneration != gen || st.Phase != phase {
 				return fmt.Errorf("generation %d phase %q, want %d %q", st.CredentialGeneration, st.Phase, gen, phase)
 			}
@@ -489,7 +489,7 @@ func TestRotateStartAndCompleteRotateOnce(t *testing.T) {
 	rotate(rotationv1alpha1.RotationStart)
 	waitPhase(2, rotationv1alpha1.CredentialRotating)
 	waitPhase(2, rotationv1alpha1.CredentialCompleted)
-	stays(t, 2*grace, func(ctx context.Context) error {
+	framework.Stays(t, 2*grace, "one Start makes one generation", func(ctx context.Context) error {
 		if st := credentialStatus(t, ns); st.CredentialGeneration != 2 {
 			return fmt.Errorf("one Start made generation %d", st.CredentialGeneration)
 		}
@@ -502,7 +502,7 @@ func TestRotateStartAndCompleteRotateOnce(t *testing.T) {
 	rotate(rotationv1alpha1.RotationComplete)
 	waitPhase(3, rotationv1alpha1.CredentialCompleted)
 	s := waitSecret(t, ns, "without the old token", 10*time.Second, func(s *corev1.Secret) bool { return s.Data["token.old"] == nil })
-	stays(t, 2*grace, func(ctx context.Context) error {
+	framework.Stays(t, 2*grace, "Start and Complete make one generation and keep its token", func(ctx context.Context) error {
 		if st := credentialStatus(t, ns); st.CredentialGeneration != 3 {
 			return fmt.Errorf("Start and Complete made generation %d", st.CredentialGeneration)
 		}
@@ -530,7 +530,7 @@ func TestSecretLabelledByHandIsNotTakenOver(t *testing.T) {
 	newCredential(t, ns, 10*time.Minute, time.Minute, rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterRandom,
 		Random: &rotationv1alpha1.RandomMinter{Key: "token", Length: 32}})
 	waitDegraded(t, ns, "SecretNotManaged")
-	stays(t, 2*time.Second, func(ctx context.Context) error {
+	framework.Stays(t, 2*time.Second, "the user's Secret stays as the user wrote it", func(ctx context.Context) error {
 		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -546,7 +546,7 @@ func TestSecretLabelledByHandIsNotTakenOver(t *testing.T) {
 	s := waitSecret(t, ns, "created by rekey after the user's was deleted", 15*time.Second, func(s *corev1.Secret) bool {
 		return generation(s) == 1 && len(s.Data["token"]) == 43
 	})
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "status recording the new Secret's UID", func(ctx context.Context) error {
 		if st := credentialStatus(t, ns); st.SecretUID != s.UID {
 			return fmt.Errorf("status records Secret UID %q, the Secret has %q", st.SecretUID, s.UID)
 		}
@@ -582,7 +582,7 @@ func TestHangingWebhooksDoNotDelayOtherMinters(t *testing.T) {
 	ctx := context.Background()
 	create := func(name string, minter rotationv1alpha1.Minter, grace time.Duration) {
 		t.Helper()
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, "creating RotatingCredential "+name, func(ctx context.Context) error {
 			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Create(ctx, &rotationv1alpha1.RotatingCredential{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: name},
@@ -595,19 +595,19 @@ func TestHangingWebhooksDoNotDelayOtherMinters(t *testing.T) {
 	// "leaked" is in a grace period before the webhooks hang.
 	create("leaked", random, 30*time.Minute)
 	rotateLeaked := func(action rotationv1alpha1.RotationAction) {
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, "rotate "+string(action)+" of leaked", func(ctx context.Context) error {
 			_, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Rotate(ctx, "leaked", &rotationv1alpha1.Rotation{Action: action}, metav1.CreateOptions{})
 			return err
 		})
 	}
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "leaked minted", func(ctx context.Context) error {
 		if rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "leaked", metav1.GetOptions{}); err != nil || rc.Status.CredentialGeneration != 1 {
 			return fmt.Errorf("leaked not minted yet: %v", err)
 		}
 		return nil
 	})
 	rotateLeaked(rotationv1alpha1.RotationStart)
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "leaked rotating", func(ctx context.Context) error {
 		if rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "leaked", metav1.GetOptions{}); err != nil || rc.Status.Phase != rotationv1alpha1.CredentialRotating {
 			return fmt.Errorf("leaked not rotating yet: %v", err)
 		}
@@ -618,7 +618,7 @@ func TestHangingWebhooksDoNotDelayOtherMinters(t *testing.T) {
 		create(fmt.Sprintf("hook-%d", i), rotationv1alpha1.Minter{Type: rotationv1alpha1.MinterWebhook,
 			Webhook: &rotationv1alpha1.WebhookMinter{URL: hanging.URL, CABundle: caPEM, TimeoutSeconds: &timeout}}, time.Minute)
 	}
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "the hanging webhook holding a call", func(ctx context.Context) error {
 		if n := holding.Load(); n == 0 {
 			return errors.New("the webhook holds no call yet")
 		}

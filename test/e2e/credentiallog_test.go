@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/test/framework"
 )
 
 // TestNoCredentialInTheLogAtV10: rekey-apiserver runs at -v=10 (client-go
@@ -56,7 +57,7 @@ func TestNoCredentialInTheLogAtV10(t *testing.T) {
 	}
 	// The log is flushed every few seconds: wait until it shows rekey's
 	// serving of each credential's status write, which follows its Secret's.
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "the log showing every credential's status write", func(ctx context.Context) error {
 		log := cluster.Rekey.Log()
 		for _, ns := range []string{nsRandom, nsToken, nsHook, nsCert} {
 			if !strings.Contains(log, "/namespaces/"+ns+"/rotatingcredentials/cred/status") {

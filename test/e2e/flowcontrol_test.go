@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"rekey.io/rekey/test/framework"
 )
 
 // flowSchemaHeader is what API priority and fairness puts on every
@@ -33,7 +34,7 @@ func TestPriorityAndFairnessStaysInKubeAPIServer(t *testing.T) {
 	// (403) for a moment after the APIService was Available (see
 	// docs/operations.md), so the first answer is waited for.
 	var throughKube string
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "a first answer through kube-apiserver", func(ctx context.Context) error {
 		var err error
 		throughKube, err = responseHeader(cfg, path)
 		return err

@@ -10,13 +10,18 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
 )
+
+// settleTimeout is how long the tests wait for what follows a change
+// within moments: an RBAC change reaching the authorizer caches of both API
+// servers, an informer seeing a new object, an event being recorded.
+const settleTimeout = 20 * time.Second
 
 // bind gives user the named ClusterRoles and waits until RBAC has seen it.
 func bind(t *testing.T, user string, roles ...string) {
@@ -71,7 +76,7 @@ func csrFor(t *testing.T, name, signer string) *certv1alpha1.CertificateSigningR
 func create(t *testing.T, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest) *certv1alpha1.CertificateSigningRequest {
 	t.Helper()
 	var out *certv1alpha1.CertificateSigningRequest
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "creating "+csr.Name, func(ctx context.Context) error {
 		var err error
 		out, err = client.CertificatesV1alpha1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -136,37 +141,6 @@ func requireForbidden(t *testing.T, err error, mentions ...string) {
 		if !strings.Contains(err.Error(), m) {
 			t.Errorf("403 message does not name %s: %v", m, err)
 		}
-	}
-}
-
-// eventually retries f for a while: RBAC changes take a moment to reach
-// the authorizer caches of both API servers.
-func eventually(t *testing.T, f func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		last = f()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("still failing after 20s: %v", last)
-	}
-}
-
-// stays checks, every 100ms for the whole window, that cond holds, and
-// fails as soon as it does not: for what must not happen, after a witness
-// has shown the controller in question is running.
-func stays(t *testing.T, window time.Duration, cond func(context.Context) error) {
-	t.Helper()
-	var broken error
-	// The checks get their own context: the poll's ends with the window,
-	// and a request cut off by it would look like a broken condition.
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, window, true, func(context.Context) (bool, error) {
-		broken = cond(context.Background())
-		return broken != nil, nil
-	})
-	if broken != nil {
-		t.Fatal(broken)
 	}
 }
 

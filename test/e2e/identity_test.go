@@ -34,7 +34,7 @@ spec:
 func TestIdentityIsTheAuthenticatedUserNotTheBody(t *testing.T) {
 	_, kubeconfig := userClient(t, "carol", "devs")
 	bind(t, "carol", "rekey:requester")
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "carol creating carol-csr with kubectl", func(ctx context.Context) error {
 		_, errOut, err := framework.RunKubectl(t, kubeconfig, manifest(t, "carol-csr", "example.com/id"), "create", "-f", "-")
 		if err != nil && !strings.Contains(errOut, "AlreadyExists") {
 			return fmt.Errorf("%v: %s", err, errOut)
@@ -55,7 +55,7 @@ func TestIdentityIsTheAuthenticatedUserNotTheBody(t *testing.T) {
 
 func TestImpersonatedRequestIsStampedAsTheImpersonatedUser(t *testing.T) {
 	bind(t, "dave", "rekey:requester")
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "creating impersonated-csr as dave", func(ctx context.Context) error {
 		_, errOut, err := framework.RunKubectl(t, cluster.AdminKubeconfig, manifest(t, "impersonated-csr", "example.com/id"),
 			"create", "-f", "-", "--as=dave", "--as-group=impersonated-group")
 		if err != nil && !strings.Contains(errOut, "AlreadyExists") {

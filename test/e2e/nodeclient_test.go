@@ -23,6 +23,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
 )
 
 const kubeletClientSigner = "rekey.io/kube-apiserver-client-kubelet"
@@ -100,7 +101,7 @@ func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
 	if err != nil {
 		t.Fatal("the permitted node's request was not issued")
 	}
-	stays(t, 2*time.Second, func(ctx context.Context) error {
+	framework.Stays(t, 2*time.Second, "the request without permission left pending", func(ctx context.Context) error {
 		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "rogue-client", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -120,7 +121,7 @@ func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
 func TestSelfNodeClientPathThroughTheAggregator(t *testing.T) {
 	node, _ := userClient(t, "system:node:e2e-node-3", "system:nodes")
 	var out *certv1alpha1.CertificateSigningRequest
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "e2e-node-3 creating node-3-client through selfnodeclient", func(ctx context.Context) error {
 		var err error
 		out, err = node.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(context.Background(), "node-3-client", nodeCSR(t, "node-3-client", "e2e-node-3"), metav1.CreateOptions{})
 		return err
@@ -192,7 +193,7 @@ func TestNodeClientBootstrapIsReviewedOnce(t *testing.T) {
 	bootstrap, _ := userClient(t, "system:bootstrap:e2eboot", "system:bootstrappers")
 	csrs := bootstrap.CertificatesV1alpha1().CertificateSigningRequests()
 	// The first create waits for RBAC and the Signer, and fills the cache.
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "the first bootstrap create", func(ctx context.Context) error {
 		_, err := csrs.CreateNodeClient(ctx, "boot-first", nodeCSR(t, "boot-first", "e2e-boot-first"), metav1.CreateOptions{})
 		return err
 	})
@@ -222,7 +223,7 @@ func TestNodeClientBootstrapIsReviewedOnce(t *testing.T) {
 	named, _ := userClient(t, "system:bootstrap:e2enamed", "e2e-named-bootstrappers")
 	bind(t, "system:bootstrap:e2enamed", "rekey:requester", "e2e-nodeclient-one-name")
 	var out *certv1alpha1.CertificateSigningRequest
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "creating named-ok through nodeclient", func(ctx context.Context) error {
 		var err error
 		out, err = named.CertificatesV1alpha1().CertificateSigningRequests().CreateNodeClient(ctx, "named-ok", nodeCSR(t, "named-ok", "e2e-named-ok"), metav1.CreateOptions{})
 		return err

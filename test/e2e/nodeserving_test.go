@@ -16,6 +16,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
 )
 
 const kubeletServingSigner = "rekey.io/kubelet-serving"
@@ -76,7 +77,7 @@ func TestNodeServingApprovalIsCheckedAgainstTheNode(t *testing.T) {
 	node, _ := userClient(t, "system:node:e2e-serving", "system:nodes")
 
 	attempt := 0
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "a request for e2e-serving's own addresses issued in its create", func(ctx context.Context) error {
 		// The server reads Nodes through an informer: the new Node may
 		// take a moment to be seen. A create left pending is retried
 		// under a new name.
@@ -112,7 +113,7 @@ func TestNodeServingApprovalIsCheckedAgainstTheNode(t *testing.T) {
 		}
 	}
 	for name, tc := range refused {
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, "the NotAutoApproved event of "+name, func(ctx context.Context) error {
 			events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=NotAutoApproved"})
 			if err != nil {
 				return err
@@ -175,7 +176,7 @@ func TestNodeServingRefusesWhatANodeWritesAboutItself(t *testing.T) {
 		"kubernetes.default.svc": corev1.NodeInternalDNS, "web": corev1.NodeInternalDNS, "web.e2e-team-a": corev1.NodeInternalDNS,
 		"lb-e2e.elb.example.com": corev1.NodeExternalDNS, "localhost": corev1.NodeInternalDNS, "10.1.3.8": corev1.NodeInternalDNS,
 	}
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "e2e-liar writing its own Node status", func(ctx context.Context) error {
 		n, err := asNode.CoreV1().Nodes().Get(ctx, "e2e-liar", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -191,7 +192,7 @@ func TestNodeServingRefusesWhatANodeWritesAboutItself(t *testing.T) {
 	// Its own addresses: certified in the create, once rekey has read the
 	// status.
 	attempt := 0
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "a request for e2e-liar's own addresses issued in its create", func(ctx context.Context) error {
 		attempt++
 		csr := create(t, node, servingCSR(t, fmt.Sprintf("liar-own-%d", attempt), "e2e-liar", []string{"e2e-liar", "e2e-liar.nodes.example"}, "10.1.3.9"))
 		if len(csr.Status.Certificate) == 0 {
@@ -225,7 +226,7 @@ func TestNodeServingRefusesWhatANodeWritesAboutItself(t *testing.T) {
 		}
 	}
 	for name, tc := range refused {
-		eventually(t, func() error {
+		framework.Eventually(t, settleTimeout, "the NotAutoApproved event of "+name, func(ctx context.Context) error {
 			events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=NotAutoApproved"})
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ func TestKubectlRekeyApproveAndDeny(t *testing.T) {
 
 	_, kubeconfig := userClient(t, "plugin-approver")
 	bind(t, "plugin-approver", "rekey:approver:example.com:all")
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "kubectl rekey approve plugin-approve", func(ctx context.Context) error {
 		_, stderr, err := framework.RunKubectlWithEnv(t, kubeconfig, env, nil, "rekey", "approve", "plugin-approve")
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, stderr)
@@ -51,7 +52,7 @@ func TestKubectlRekeyApproveAndDeny(t *testing.T) {
 	_, strangerConfig := userClient(t, "plugin-stranger")
 	bind(t, "plugin-stranger", "rekey:approver:rekey.io:kube-apiserver-client")
 	var lastErr string
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "a refusal naming the approve verb", func(ctx context.Context) error {
 		_, stderr, err := framework.RunKubectlWithEnv(t, strangerConfig, env, nil, "rekey", "approve", "plugin-nobody")
 		lastErr = stderr
 		if err == nil {

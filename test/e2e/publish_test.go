@@ -123,7 +123,7 @@ func TestPublishIsNotAConfusedDeputy(t *testing.T) {
 				Publish:  &rotationv1alpha1.Publish{ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Namespaces: []string{ns}}}}}
 	}
 	// RBAC reaches the caches first: a CA without publish shows it has.
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "ca-only-editor creating a CA without publish", func(ctx context.Context) error {
 		_, err := editor.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "deputy-probe"},
 			Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "p", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
 				KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}}}, metav1.CreateOptions{})

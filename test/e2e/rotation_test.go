@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/test/framework"
 )
 
 // TestRotatingIsItsOwnPermission: editing CAs does not let one rotate them;
@@ -19,7 +20,7 @@ func TestRotatingIsItsOwnPermission(t *testing.T) {
 	})
 	editor, _ := userClient(t, "ca-editor")
 	bind(t, "ca-editor", "e2e-ca-editor")
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "ca-editor reading a CA", func(ctx context.Context) error {
 		_, err := editor.RotationV1alpha1().CertificateAuthorities().Get(ctx, "rekey.io-kubelet-serving", metav1.GetOptions{})
 		return err
 	})
@@ -30,7 +31,7 @@ func TestRotatingIsItsOwnPermission(t *testing.T) {
 	bind(t, "ca-rotator", "rekey:ca-rotator")
 	// Complete on a CA that never rotated reaches rekey (authorized) and
 	// is refused there with the phase named: no CA is changed by the test.
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "Complete as ca-rotator reaching rekey", func(ctx context.Context) error {
 		_, err := rotator.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "rekey.io-kubelet-serving", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete}, metav1.CreateOptions{})
 		switch {
 		case err == nil:

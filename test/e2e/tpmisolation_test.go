@@ -42,7 +42,7 @@ func TestTPMAttestationIsTheNodesAlone(t *testing.T) {
 	// n1 asks for its challenge and makes its answer, but does not send it yet.
 	attestor := &agent.TPMAttestor{Open: func() (*tpmnode.Device, error) { return tpmnode.Open(tpm) }, Node: n1, Policy: "e2e-tpm-isolation", Dir: t.TempDir()}
 	var genuine *certv1alpha1.CertificateSigningRequest
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "n1's attested request", func(ctx context.Context) error {
 		var err error
 		genuine, err = attestedCSR(t, n1Client, attestor, n1)
 		return err

@@ -97,7 +97,7 @@ func TestTPMServingNamesOnlyTheNodesAddresses(t *testing.T) {
 	// outstanding. (A create refused because rekey has not read the Node
 	// yet spends nothing either, and is retried.)
 	attempt := 0
-	eventually(t, func() error {
+	framework.Eventually(t, settleTimeout, "a request for the node's own addresses issued in its create", func(ctx context.Context) error {
 		attempt++
 		got := create(t, node, withEvidence(servingRequest(fmt.Sprintf("tpm-serving-own-%d", attempt), []string{"tpm-serving-n.nodes.example"}, "10.1.4.7")))
 		if len(got.Status.Certificate) == 0 {
