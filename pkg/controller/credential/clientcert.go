@@ -14,12 +14,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/types"
 
 	"rekey.io/rekey/pkg/admission/requestnames"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/quietlog"
 	"rekey.io/rekey/pkg/serveridentity"
@@ -93,28 +94,7 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 	if csr, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return nil, &MintError{Reason: "ApprovalFailed", Err: fmt.Errorf("approving request %s: %w", name, err)}
 	}
-	timeout := m.Wait
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if len(csr.Status.Certificate) > 0 {
-			return true, nil
-		}
-		for _, c := range csr.Status.Conditions {
-			if c.Type == certv1alpha1.CertificateFailed || c.Type == certv1alpha1.CertificateDenied {
-				return false, fmt.Errorf("request %s is %s: %s", name, c.Type, c.Message)
-			}
-		}
-		var err error
-		csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
-		if err == nil && csr.UID != created {
-			// Deleted and made again by someone else: its certificate
-			// is not for this key.
-			return false, fmt.Errorf("request %s was replaced", name)
-		}
-		return false, err
-	})
+	certPEM, err := m.waitForCertificate(ctx, csr, created)
 	if err != nil {
 		return nil, &MintError{Reason: "NotIssued", Err: fmt.Errorf("waiting for the certificate of request %s: %w", name, err)}
 	}
@@ -127,10 +107,28 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 		return nil, &MintError{Reason: "NoTrustBundle", Err: err}
 	}
 	return map[string][]byte{
-		"tls.crt": csr.Status.Certificate,
+		"tls.crt": certPEM,
 		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 		"ca.crt":  []byte(ca),
 	}, nil
+}
+
+// waitForCertificate returns the certificate of the request made as
+// created (its UID): from the approval's answer when the signer issued it
+// synchronously, else by watching the request until it is issued, refused,
+// deleted or replaced (someone else's request of that name: its certificate
+// is not for this key), or Wait passes.
+func (m ClientCertificateMinter) waitForCertificate(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest, created types.UID) ([]byte, error) {
+	if done, certPEM, err := csrwait.Decided(csr); done && csr.UID == created {
+		return certPEM, err
+	}
+	timeout := m.Wait
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return csrwait.WaitForCertificate(ctx, m.Client, csr.Name, created)
 }
 
 // trustBundle is the signer's CA trust bundle (old and new CA during its

@@ -3,12 +3,16 @@ package credential
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	"rekey.io/rekey/pkg/serveridentity"
@@ -79,4 +83,75 @@ func TestClientCertificateTouchesOnlyItsOwnRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The minter watches its request after approving it (no polling): the
+// certificate the signer writes later is the one minted; a refusal ends
+// the mint with the condition's reason and message.
+func TestClientCertificateWaitsForTheSigner(t *testing.T) {
+	t.Parallel()
+	csrs := certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	issued := []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n")
+	for name, tc := range map[string]struct {
+		// sign is what the signer does to the approved request.
+		sign func(*certv1alpha1.CertificateSigningRequest)
+		want string
+	}{
+		"issued": {sign: func(csr *certv1alpha1.CertificateSigningRequest) { csr.Status.Certificate = issued }},
+		"failed": {sign: func(csr *certv1alpha1.CertificateSigningRequest) {
+			csr.Status.Conditions = append(csr.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
+				Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: "SignerPolicy", Message: "the CN is not allowed"})
+		}, want: "was Failed (SignerPolicy): the CN is not allowed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rc := clientCertCredential()
+			signer := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName("rekey.io/kube-apiserver-client")},
+				Spec: certv1alpha1.SignerSpec{SignerName: "rekey.io/kube-apiserver-client", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "clients"}}}
+			ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "clients"}}
+			ca.Status.TrustBundle = "the bundle"
+			client := fake.NewSimpleClientset(signer, ca)
+			// The signer acts once the minter watches, so that only the
+			// watch can bring its answer.
+			client.PrependWatchReactor("certificatesigningrequests", func(action k8stesting.Action) (bool, watch.Interface, error) {
+				w, err := client.Tracker().Watch(csrs, action.GetNamespace())
+				if err != nil {
+					return true, nil, err
+				}
+				obj, err := client.Tracker().Get(csrs, "", RequestName(rc, 1))
+				if err != nil {
+					return true, nil, err
+				}
+				csr := obj.(*certv1alpha1.CertificateSigningRequest).DeepCopy()
+				tc.sign(csr)
+				return true, w, client.Tracker().Update(csrs, csr, "")
+			})
+			m := ClientCertificateMinter{Client: client, Wait: 10 * time.Second}
+			data, err := m.Mint(context.Background(), rc, 1)
+			if tc.want != "" {
+				var me *MintError
+				if !errors.As(err, &me) || me.Reason != "NotIssued" || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err %v, want NotIssued with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil || string(data["tls.crt"]) != string(issued) || string(data["ca.crt"]) != "the bundle" {
+				t.Fatalf("minted %q, %v", data["tls.crt"], err)
+			}
+			// One read: deleteOwn's look for an earlier request.
+			if n := countGets(client.Actions()); n != 1 {
+				t.Fatalf("the request was read %d times: polled, not watched", n)
+			}
+		})
+	}
+}
+
+func countGets(actions []k8stesting.Action) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "certificatesigningrequests" {
+			n++
+		}
+	}
+	return n
 }
