@@ -1,24 +1,38 @@
 // Package publisher sends each CertificateAuthority's trust bundle to the
 // host cluster, as its spec.publish asks: a ConfigMap (key ca.crt) in each
 // chosen namespace, and a ClusterTrustBundle for each signer name whose
-// Signer uses the CA. It runs only when rekey has a host cluster.
+// Signer uses the CA; and removes what it published there once the CA no
+// longer asks for it. It runs only when rekey has a host cluster.
 package publisher
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	certificatesv1ac "k8s.io/client-go/applyconfigurations/certificates/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -45,57 +59,258 @@ const (
 )
 
 // Owner returns the owner reference of what the publisher writes, nil for
-// none. rekey installed in a cluster points it at its APIService
-// v1alpha1.rotation.rekey.io, so that uninstalling rekey (deleting the
-// APIService) lets the garbage collector remove every bundle it published.
+// none.
+//
+// Deprecated: the controller built by New follows its owner APIService
+// with an informer (Deps.OwnerAPIService).
 type Owner func(ctx context.Context) (*metav1.OwnerReference, error)
 
-// Controller publishes trust bundles.
+// Deps is what the publisher is built from.
+type Deps struct {
+	// Kube writes to the host cluster; give it the user agent UserAgent
+	// (rest.AddUserAgent), so that its requests can be told apart.
+	Kube kubernetes.Interface
+	// CAs, Signers and Namespaces are shared informers, started by the
+	// caller; Run adds its handlers and removes them when it returns.
+	CAs        rotationinformers.CertificateAuthorityInformer
+	Signers    certinformers.SignerInformer
+	Namespaces coreinformers.NamespaceInformer
+	// APIServices reads the host cluster's APIServices; with
+	// OwnerAPIService, that APIService (rekey's
+	// v1alpha1.rotation.rekey.io, watched by name) owns every bundle
+	// published, so that uninstalling rekey lets the garbage collector
+	// remove them. Nil or empty: no owner.
+	APIServices     dynamic.Interface
+	OwnerAPIService string
+}
+
+// UserAgent is what the host cluster client of the publisher should add
+// to its user agent (rest.AddUserAgent).
+const UserAgent = "publisher"
+
+// byCA indexes published objects by the CA their label names.
+const byCA = "byCA"
+
+// Controller publishes trust bundles. It reads what it published from
+// informers on the objects carrying OwnerLabel (and nothing else), writes
+// with server-side apply, and removes what a CA no longer asks for.
 type Controller struct {
-	// Owner, when set, owns every ConfigMap and ClusterTrustBundle written.
+	// Owner, when set, is asked for the owner at every sync.
+	//
+	// Deprecated: set Deps.OwnerAPIService instead.
 	Owner Owner
 
 	kube       kubernetes.Interface
+	caInformer rotationinformers.CertificateAuthorityInformer
+	signerInf  certinformers.SignerInformer
+	nsInformer coreinformers.NamespaceInformer
 	cas        rotationlisters.CertificateAuthorityLister
 	signers    certlisters.SignerLister
 	namespaces corelisters.NamespaceLister
-	synced     []cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[string]
+
+	// published watches the objects carrying OwnerLabel.
+	published  kubeinformers.SharedInformerFactory
+	configMaps cache.SharedIndexInformer
+	ctbs       cache.SharedIndexInformer
+	// ownerInformer watches the owner APIService by name; nil for none.
+	ownerInformer cache.SharedIndexInformer
+	ownerName     string
+
+	queue workqueue.TypedRateLimitingInterface[string]
 }
 
-// NewController wires the publisher to rekey's and the host cluster's informers.
-func NewController(kube kubernetes.Interface, caInformer rotationinformers.CertificateAuthorityInformer, signerInformer certinformers.SignerInformer, nsInformer coreinformers.NamespaceInformer) *Controller {
+// New wires the publisher; Run starts its own informers (the published
+// objects and the owner APIService).
+func New(deps Deps) *Controller {
+	published := kubeinformers.NewSharedInformerFactoryWithOptions(deps.Kube, 0,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = OwnerLabel }),
+		kubeinformers.WithTransform(trimManagedFields))
 	c := &Controller{
-		kube:       kube,
-		cas:        caInformer.Lister(),
-		signers:    signerInformer.Lister(),
-		namespaces: nsInformer.Lister(),
-		synced:     []cache.InformerSynced{caInformer.Informer().HasSynced, signerInformer.Informer().HasSynced, nsInformer.Informer().HasSynced},
+		kube:       deps.Kube,
+		caInformer: deps.CAs,
+		signerInf:  deps.Signers,
+		nsInformer: deps.Namespaces,
+		cas:        deps.CAs.Lister(),
+		signers:    deps.Signers.Lister(),
+		namespaces: deps.Namespaces.Lister(),
+		published:  published,
+		configMaps: published.Core().V1().ConfigMaps().Informer(),
+		ctbs:       published.Certificates().V1().ClusterTrustBundles().Informer(),
 		queue:      runner.NewQueue[string]("publisher"),
 	}
-	_, _ = caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueCA,
-		UpdateFunc: func(_, obj any) { c.enqueueCA(obj) },
-	})
-	// A new Signer for a CA, or a namespace that starts matching a
-	// selector, needs the bundle too.
-	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s, ok := obj.(*certv1alpha1.Signer); ok {
-				c.queue.Add(s.Spec.CertificateAuthorityRef.Name)
+	for _, inf := range []cache.SharedIndexInformer{c.configMaps, c.ctbs} {
+		// Not started yet: adding an index cannot fail.
+		_ = inf.AddIndexers(cache.Indexers{byCA: func(obj any) ([]string, error) {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, nil
+			}
+			return []string{m.GetLabels()[OwnerLabel]}, nil
+		}})
+	}
+	if deps.APIServices != nil && deps.OwnerAPIService != "" {
+		selector := fields.OneTermEqualSelector("metadata.name", deps.OwnerAPIService).String()
+		c.ownerName = deps.OwnerAPIService
+		c.ownerInformer = dynamicinformer.NewFilteredDynamicInformer(deps.APIServices, apiServices, "", 0, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = selector }).Informer()
+	}
+	return c
+}
+
+// NewController wires the publisher to rekey's and the host cluster's
+// informers, without an owner.
+//
+// Deprecated: use New.
+func NewController(kube kubernetes.Interface, caInformer rotationinformers.CertificateAuthorityInformer, signerInformer certinformers.SignerInformer, nsInformer coreinformers.NamespaceInformer) *Controller {
+	return New(Deps{Kube: kube, CAs: caInformer, Signers: signerInformer, Namespaces: nsInformer})
+}
+
+func trimManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Run publishes until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	var regs []func()
+	defer func() {
+		for _, remove := range regs {
+			remove()
+		}
+	}()
+	var synced []cache.InformerSynced
+	add := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) bool {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Adding the publisher's event handler")
+			return false
+		}
+		regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
+		synced = append(synced, reg.HasSynced)
+		return true
+	}
+	published := cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueuePublished,
+		UpdateFunc: func(old, obj any) { c.enqueuePublished(old); c.enqueuePublished(obj) },
+		DeleteFunc: c.enqueuePublished,
+	}
+	ok := add(c.caInformer.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueCA,
+		UpdateFunc: func(old, obj any) {
+			c.enqueueCA(old)
+			c.enqueueCA(obj)
+		},
+		// What it published goes with it.
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				c.queue.Add(key)
 			}
 		},
-	})
-	_, _ = nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.enqueueAll() },
-		UpdateFunc: func(_, _ any) { c.enqueueAll() },
-	})
-	return c
+	}) && add(c.signerInf.Informer(), cache.ResourceEventHandlerFuncs{
+		// A Signer for a CA needs its ClusterTrustBundle, one that left
+		// the CA no longer.
+		AddFunc:    c.enqueueSignerCA,
+		UpdateFunc: func(old, obj any) { c.enqueueSignerCA(old); c.enqueueSignerCA(obj) },
+		DeleteFunc: c.enqueueSignerCA,
+	}) && add(c.nsInformer.Informer(), cache.ResourceEventHandlerFuncs{
+		// Only what can change where a bundle goes: a namespace that
+		// appears, or whose labels change.
+		AddFunc:    func(obj any) { c.enqueueForNamespace(nil, obj) },
+		UpdateFunc: c.namespaceUpdated,
+	}) && add(c.configMaps, published) && add(c.ctbs, published)
+	if !ok {
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if c.ownerInformer != nil {
+		// A new owner (rekey reinstalled) goes on everything published.
+		if !add(c.ownerInformer, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.enqueueAll() },
+			UpdateFunc: func(old, obj any) { c.enqueueIfUIDChanged(old, obj) },
+			DeleteFunc: func(any) {},
+		}) {
+			return
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); c.ownerInformer.RunWithContext(ctx) }()
+	}
+	c.published.Start(ctx.Done())
+	defer c.published.Shutdown()
+	runner.Run(ctx, "publisher", c.queue, synced, workers, c.sync)
+}
+
+// namespaceUpdated queues the CAs a namespace's label change concerns;
+// any other change (annotations, status, resync) concerns none.
+func (c *Controller) namespaceUpdated(old, obj any) {
+	o, ok1 := old.(*corev1.Namespace)
+	n, ok2 := obj.(*corev1.Namespace)
+	if ok1 && ok2 && !equality.Semantic.DeepEqual(o.Labels, n.Labels) {
+		c.enqueueForNamespace(o, n)
+	}
 }
 
 func (c *Controller) enqueueCA(obj any) {
 	if ca, ok := obj.(*rotationv1alpha1.CertificateAuthority); ok && ca.Spec.Publish != nil {
 		c.queue.Add(ca.Name)
+	}
+}
+
+func (c *Controller) enqueueSignerCA(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*certv1alpha1.Signer); ok {
+		c.queue.Add(s.Spec.CertificateAuthorityRef.Name)
+	}
+}
+
+// enqueuePublished queues the CA a published object is labelled with.
+func (c *Controller) enqueuePublished(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil && m.GetLabels()[OwnerLabel] != "" {
+		c.queue.Add(m.GetLabels()[OwnerLabel])
+	}
+}
+
+// enqueueForNamespace queues the CAs that list the namespace or whose
+// selector matches it (before or after a label change).
+func (c *Controller) enqueueForNamespace(old, obj any) {
+	var nss []*corev1.Namespace
+	for _, o := range []any{old, obj} {
+		if ns, ok := o.(*corev1.Namespace); ok {
+			nss = append(nss, ns)
+		}
+	}
+	if len(nss) == 0 {
+		return
+	}
+	cas, err := c.cas.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, ca := range cas {
+		if ca.Spec.Publish == nil || ca.Spec.Publish.ConfigMaps == nil {
+			continue
+		}
+		p := ca.Spec.Publish.ConfigMaps
+		for _, ns := range nss {
+			if slices.Contains(p.Namespaces, ns.Name) {
+				c.queue.Add(ca.Name)
+				break
+			}
+			if p.NamespaceSelector == nil {
+				continue
+			}
+			if sel, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector); err == nil && sel.Matches(labels.Set(ns.Labels)) {
+				c.queue.Add(ca.Name)
+				break
+			}
+		}
 	}
 }
 
@@ -109,32 +324,44 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-// Run publishes until ctx is done.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	runner.Run(ctx, "publisher", c.queue, c.synced, workers, func(ctx context.Context, name string) (time.Duration, error) {
-		ca, err := c.cas.Get(name)
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		return 0, c.Handle(ctx, ca)
-	})
+func (c *Controller) enqueueIfUIDChanged(old, obj any) {
+	o, err1 := meta.Accessor(old)
+	n, err2 := meta.Accessor(obj)
+	if err1 == nil && err2 == nil && o.GetUID() != n.GetUID() {
+		c.enqueueAll()
+	}
 }
 
-// Handle writes a CA's bundle wherever its spec.publish says.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	ca, err := c.cas.Get(name)
+	if apierrors.IsNotFound(err) {
+		// Deleted: nothing of it stays published.
+		return 0, c.removeStale(ctx, name, nil, nil)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, c.Handle(ctx, ca)
+}
+
+// Handle writes a CA's bundle wherever its spec.publish says, and removes
+// what it published before where it no longer says (namespace no longer
+// selected, ConfigMaps or ClusterTrustBundles turned off, a Signer gone).
 func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) error {
 	p := ca.Spec.Publish
-	if p == nil || ca.Status.TrustBundle == "" {
-		return nil
+	if p != nil && ca.Status.TrustBundle == "" {
+		return nil // nothing to publish yet; what was published stays
 	}
-	owner, err := c.owner(ctx)
-	if err != nil {
-		return err
+	wantConfigMaps, wantCTBs := sets.New[string](), sets.New[string]()
+	var owner *metav1.OwnerReference
+	if p != nil && (p.ConfigMaps != nil || p.ClusterTrustBundle) {
+		var err error
+		if owner, err = c.owner(ctx); err != nil {
+			return err
+		}
 	}
 	var errs []string
-	if p.ConfigMaps != nil {
+	if p != nil && p.ConfigMaps != nil {
 		namespaces, err := c.targetNamespaces(p.ConfigMaps)
 		if err != nil {
 			return err
@@ -144,12 +371,13 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			name = ca.Name
 		}
 		for _, ns := range namespaces {
+			wantConfigMaps.Insert(ns + "/" + name)
 			if err := c.ensureConfigMap(ctx, ns, name, ca, owner); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
 	}
-	if p.ClusterTrustBundle {
+	if p != nil && p.ClusterTrustBundle {
 		signers, err := c.signers.List(labels.Everything())
 		if err != nil {
 			return err
@@ -158,13 +386,64 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			if s.Spec.CertificateAuthorityRef.Name != ca.Name {
 				continue
 			}
+			wantCTBs.Insert(ClusterTrustBundleName(s.Spec.SignerName, ca.Name))
 			if err := c.ensureClusterTrustBundle(ctx, s.Spec.SignerName, ca, owner); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
 	}
+	if err := c.removeStale(ctx, ca.Name, wantConfigMaps, wantCTBs); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("publishing the trust bundle of %s: %s", ca.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// removeStale deletes what the cache shows published for the CA and not
+// wanted any more. ConfigMaps in a namespace being deleted (or not seen)
+// are left to the namespace's deletion.
+func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigMaps, wantCTBs sets.Set[string]) error {
+	logger := klog.FromContext(ctx)
+	var errs []string
+	cms, err := c.configMaps.GetIndexer().ByIndex(byCA, caName)
+	if err != nil {
+		return err
+	}
+	for _, obj := range cms {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || wantConfigMaps.Has(cm.Namespace+"/"+cm.Name) {
+			continue
+		}
+		if ns, err := c.namespaces.Get(cm.Namespace); err != nil || ns.Status.Phase == corev1.NamespaceTerminating {
+			continue
+		}
+		err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Sprintf("removing ConfigMap %s/%s: %v", cm.Namespace, cm.Name, err))
+			continue
+		}
+		logger.Info("Removed a published trust bundle no longer asked for", "ca", caName, "configMap", klog.KObj(cm))
+	}
+	ctbs, err := c.ctbs.GetIndexer().ByIndex(byCA, caName)
+	if err != nil {
+		return err
+	}
+	for _, obj := range ctbs {
+		ctb, ok := obj.(*certificatesv1.ClusterTrustBundle)
+		if !ok || wantCTBs.Has(ctb.Name) {
+			continue
+		}
+		err := c.kube.CertificatesV1().ClusterTrustBundles().Delete(ctx, ctb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ctb.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Sprintf("removing ClusterTrustBundle %s: %v", ctb.Name, err))
+			continue
+		}
+		logger.Info("Removed a published trust bundle no longer asked for", "ca", caName, "clusterTrustBundle", ctb.Name)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -198,20 +477,33 @@ func (c *Controller) targetNamespaces(p *rotationv1alpha1.ConfigMapPublish) ([]s
 	return out, nil
 }
 
+// owner is the owner reference of what is published: from the owner
+// APIService's informer, nil while it does not exist.
 func (c *Controller) owner(ctx context.Context) (*metav1.OwnerReference, error) {
-	if c.Owner == nil {
+	if c.Owner != nil {
+		owner, err := c.Owner(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("finding the owner of published trust bundles: %w", err)
+		}
+		return owner, nil
+	}
+	if c.ownerInformer == nil {
 		return nil, nil
 	}
-	owner, err := c.Owner(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("finding the owner of published trust bundles: %w", err)
+	obj, exists, err := c.ownerInformer.GetStore().GetByKey(c.ownerName)
+	if err != nil || !exists {
+		return nil, err
 	}
-	return owner, nil
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: m.GetName(), UID: m.GetUID()}, nil
 }
 
-// meta is the metadata of a published object: rekey's label, and the
+// objectMeta is the metadata of a published object: rekey's label, and the
 // owner when there is one.
-func meta(name, ns string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) metav1.ObjectMeta {
+func objectMeta(name, ns string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{OwnerLabel: ca.Name}}
 	if owner != nil {
 		m.OwnerReferences = []metav1.OwnerReference{*owner}
@@ -233,6 +525,20 @@ func lacksOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) bool
 	return true
 }
 
+// staleOwner reports whether refs hold an earlier owner of the same kind
+// and name (a reinstalled rekey).
+func staleOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) bool {
+	if owner == nil {
+		return false
+	}
+	for _, r := range refs {
+		if r.Kind == owner.Kind && r.Name == owner.Name && r.APIVersion == owner.APIVersion && r.UID != owner.UID {
+			return true
+		}
+	}
+	return false
+}
+
 // withOwner replaces the owner references of an earlier owner of the same
 // kind and name (a reinstalled rekey) with the current one.
 func withOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) []metav1.OwnerReference {
@@ -245,37 +551,82 @@ func withOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) []met
 	return out
 }
 
+// ownerApply is the owner as an apply configuration (none without one).
+func ownerApply(owner *metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyConfiguration {
+	if owner == nil {
+		return nil
+	}
+	return []*metav1ac.OwnerReferenceApplyConfiguration{metav1ac.OwnerReference().
+		WithAPIVersion(owner.APIVersion).WithKind(owner.Kind).WithName(owner.Name).WithUID(owner.UID)}
+}
+
+// replaceOwnerPatch is a JSON merge patch that swaps an earlier owner for
+// the current one and sets fields, on the version the cache shows: server-
+// side apply cannot take an owner reference written by another manager
+// (or by the create) away.
+func replaceOwnerPatch(obj metav1.Object, owner *metav1.OwnerReference, fields map[string]any) ([]byte, error) {
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": obj.GetResourceVersion(),
+		"ownerReferences": withOwner(obj.GetOwnerReferences(), owner),
+	}}
+	for k, v := range fields {
+		patch[k] = v
+	}
+	return json.Marshal(patch)
+}
+
+// notOurs is the error for an object of the name rekey would publish that
+// it did not write for this CA.
+func notOurs(kind, name, caName string) error {
+	return fmt.Errorf("%s %s exists and was not written by rekey for %s (no label %s=%s, or not yet in rekey's cache); not overwritten", kind, name, caName, OwnerLabel, caName)
+}
+
+// ensureConfigMap creates the ConfigMap if rekey's cache has none, and
+// applies the bundle and owner to one rekey published when they differ.
 func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) error {
 	cms := c.kube.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	obj, exists, err := c.configMaps.GetStore().GetByKey(ns + "/" + name)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		// Created, not applied: an apply would merge into a ConfigMap of
+		// the same name that rekey did not write.
 		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: meta(name, ns, ca, owner),
+			ObjectMeta: objectMeta(name, ns, ca, owner),
 			Data:       map[string]string{BundleKey: ca.Status.TrustBundle},
 		}, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return notOurs("ConfigMap", ns+"/"+name, ca.Name)
+		}
 		if err == nil {
 			klog.FromContext(ctx).V(2).Info("Published trust bundle", "ca", ca.Name, "configMap", klog.KRef(ns, name))
 		}
 		return err
 	}
-	if err != nil {
-		return err
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return fmt.Errorf("ConfigMap %s/%s: unexpected %T in the cache", ns, name, obj)
 	}
 	if cm.Labels[OwnerLabel] != ca.Name {
-		return fmt.Errorf("ConfigMap %s/%s exists and was not written by rekey for %s (no label %s=%s); not overwritten", ns, name, ca.Name, OwnerLabel, ca.Name)
+		return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 	}
-	if cm.Data[BundleKey] == ca.Status.TrustBundle && !lacksOwner(cm.OwnerReferences, owner) {
+	if cm.Data[BundleKey] == ca.Status.TrustBundle && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
-	updated := cm.DeepCopy()
-	if lacksOwner(updated.OwnerReferences, owner) {
-		updated.OwnerReferences = withOwner(updated.OwnerReferences, owner)
+	if staleOwner(cm.OwnerReferences, owner) {
+		patch, err := replaceOwnerPatch(cm, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
+		if err != nil {
+			return err
+		}
+		_, err = cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
 	}
-	if updated.Data == nil {
-		updated.Data = map[string]string{}
-	}
-	updated.Data[BundleKey] = ca.Status.TrustBundle
-	_, err = cms.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	_, err = cms.Apply(ctx, corev1ac.ConfigMap(name, ns).
+		WithLabels(map[string]string{OwnerLabel: ca.Name}).
+		WithOwnerReferences(ownerApply(owner)...).
+		WithData(map[string]string{BundleKey: ca.Status.TrustBundle}),
+		metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	return err
 }
 
@@ -286,32 +637,49 @@ func ClusterTrustBundleName(signerName, caName string) string {
 	return strings.ReplaceAll(signerName, "/", ":") + ":" + caName
 }
 
+// ensureClusterTrustBundle creates the ClusterTrustBundle if rekey's cache
+// has none, and applies the bundle and owner to one rekey published when
+// they differ.
 func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) error {
 	ctbs := c.kube.CertificatesV1().ClusterTrustBundles()
 	name := ClusterTrustBundleName(signerName, ca.Name)
-	ctb, err := ctbs.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = ctbs.Create(ctx, &certificatesv1.ClusterTrustBundle{
-			ObjectMeta: meta(name, "", ca, owner),
-			Spec:       certificatesv1.ClusterTrustBundleSpec{SignerName: signerName, TrustBundle: ca.Status.TrustBundle},
-		}, metav1.CreateOptions{FieldManager: fieldManager})
-		return err
-	}
+	obj, exists, err := c.ctbs.GetStore().GetByKey(name)
 	if err != nil {
 		return err
 	}
-	if ctb.Labels[OwnerLabel] != ca.Name {
-		return fmt.Errorf("ClusterTrustBundle %s exists and was not written by rekey for %s; not overwritten", name, ca.Name)
+	if !exists {
+		_, err = ctbs.Create(ctx, &certificatesv1.ClusterTrustBundle{
+			ObjectMeta: objectMeta(name, "", ca, owner),
+			Spec:       certificatesv1.ClusterTrustBundleSpec{SignerName: signerName, TrustBundle: ca.Status.TrustBundle},
+		}, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return notOurs("ClusterTrustBundle", name, ca.Name)
+		}
+		return err
 	}
-	if ctb.Spec.TrustBundle == ca.Status.TrustBundle && !lacksOwner(ctb.OwnerReferences, owner) {
+	ctb, ok := obj.(*certificatesv1.ClusterTrustBundle)
+	if !ok {
+		return fmt.Errorf("ClusterTrustBundle %s: unexpected %T in the cache", name, obj)
+	}
+	if ctb.Labels[OwnerLabel] != ca.Name {
+		return notOurs("ClusterTrustBundle", name, ca.Name)
+	}
+	if ctb.Spec.TrustBundle == ca.Status.TrustBundle && !lacksOwner(ctb.OwnerReferences, owner) && !staleOwner(ctb.OwnerReferences, owner) {
 		return nil
 	}
-	updated := ctb.DeepCopy()
-	if lacksOwner(updated.OwnerReferences, owner) {
-		updated.OwnerReferences = withOwner(updated.OwnerReferences, owner)
+	if staleOwner(ctb.OwnerReferences, owner) {
+		patch, err := replaceOwnerPatch(ctb, owner, map[string]any{"spec": map[string]string{"trustBundle": ca.Status.TrustBundle}})
+		if err != nil {
+			return err
+		}
+		_, err = ctbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
 	}
-	updated.Spec.TrustBundle = ca.Status.TrustBundle
-	_, err = ctbs.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	_, err = ctbs.Apply(ctx, certificatesv1ac.ClusterTrustBundle(name).
+		WithLabels(map[string]string{OwnerLabel: ca.Name}).
+		WithOwnerReferences(ownerApply(owner)...).
+		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(signerName).WithTrustBundle(ca.Status.TrustBundle)),
+		metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	return err
 }
 
@@ -321,7 +689,10 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 
 // APIServiceOwner makes the named APIService the owner of every published
 // bundle; none while it does not exist (rekey not registered in the
-// cluster, or standalone).
+// cluster, or standalone). It reads the APIService at every sync.
+//
+// Deprecated: set Deps.APIServices and Deps.OwnerAPIService, which follow
+// the APIService with an informer.
 func APIServiceOwner(client dynamic.Interface, name string) Owner {
 	return func(ctx context.Context) (*metav1.OwnerReference, error) {
 		svc, err := client.Resource(apiServices).Get(ctx, name, metav1.GetOptions{})

@@ -2,46 +2,146 @@ package publisher
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	rekeyfake "rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 )
 
+// fixture is a publisher on fake clients, its informers started: the host
+// cluster's (namespaces, what it published) and rekey's (CAs, Signers).
+type fixture struct {
+	c     *Controller
+	kube  *kubefake.Clientset
+	rekey *rekeyfake.Clientset
+	ctx   context.Context
+}
+
 func newFixture(t *testing.T, objects ...runtime.Object) (*Controller, *kubefake.Clientset) {
+	f := newFixtureWith(t, nil, objects...)
+	return f.c, f.kube
+}
+
+// newFixtureWith builds the fixture; apiServices (nil for none) holds the
+// owner APIService.
+func newFixtureWith(t *testing.T, apiServices *dynamicfake.FakeDynamicClient, objects ...runtime.Object) *fixture {
 	t.Helper()
-	nsIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	signerIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "listed"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Labels: map[string]string{"trust": "team"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "going", Labels: map[string]string{"trust": "team"}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
-	} {
-		if err := nsIndexer.Add(ns); err != nil {
-			t.Fatal(err)
-		}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	kubeObjects := append([]runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "listed"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Labels: map[string]string{"trust": "team"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going", Labels: map[string]string{"trust": "team"}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
+	}, objects...)
+	rekey := rekeyfake.NewSimpleClientset(
+		&certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team"}, Spec: certv1alpha1.SignerSpec{SignerName: "example.com/team", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}}},
+		&certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: "example.com:other"}, Spec: certv1alpha1.SignerSpec{SignerName: "example.com/other", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "other-ca"}}},
+	)
+	kube := kubefake.NewClientset(kubeObjects...)
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
+	rekeyFactory := informers.NewSharedInformerFactory(rekey, 0)
+	deps := Deps{Kube: kube, CAs: rekeyFactory.Rotation().V1alpha1().CertificateAuthorities(), Signers: rekeyFactory.Certificates().V1alpha1().Signers(),
+		Namespaces: kubeFactory.Core().V1().Namespaces()}
+	if apiServices != nil {
+		deps.APIServices, deps.OwnerAPIService = apiServices, "v1alpha1.rotation.rekey.io"
 	}
-	for _, s := range []*certv1alpha1.Signer{
-		{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team"}, Spec: certv1alpha1.SignerSpec{SignerName: "example.com/team", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "example.com:other"}, Spec: certv1alpha1.SignerSpec{SignerName: "example.com/other", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "other-ca"}}},
-	} {
-		if err := signerIndexer.Add(s); err != nil {
-			t.Fatal(err)
-		}
+	c := New(deps)
+	kubeFactory.Start(ctx.Done())
+	rekeyFactory.Start(ctx.Done())
+	c.published.Start(ctx.Done())
+	synced := []cache.InformerSynced{deps.CAs.Informer().HasSynced, deps.Signers.Informer().HasSynced, deps.Namespaces.Informer().HasSynced, c.configMaps.HasSynced, c.ctbs.HasSynced}
+	if c.ownerInformer != nil {
+		go c.ownerInformer.RunWithContext(ctx)
+		synced = append(synced, c.ownerInformer.HasSynced)
 	}
-	kube := kubefake.NewSimpleClientset(objects...)
-	return &Controller{kube: kube, signers: certlisters.NewSignerLister(signerIndexer), namespaces: corelisters.NewNamespaceLister(nsIndexer)}, kube
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		t.Fatal("informers not synced")
+	}
+	return &fixture{c: c, kube: kube, rekey: rekey, ctx: ctx}
+}
+
+// settle waits until the publisher's caches show what the fake cluster
+// holds of its labelled objects (its own writes come back through them).
+func settle(t *testing.T, c *Controller, kube *kubefake.Clientset) {
+	t.Helper()
+	versions := func(objs []any) map[string]string {
+		out := map[string]string{}
+		for _, o := range objs {
+			m, _ := meta.Accessor(o)
+			out[m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
+		}
+		return out
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cms, err := kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("configmaps"), corev1.SchemeGroupVersion.WithKind("ConfigMap"), "")
+		if err != nil {
+			return false, err
+		}
+		ctbs, err := kube.Tracker().List(certificatesv1.SchemeGroupVersion.WithResource("clustertrustbundles"), certificatesv1.SchemeGroupVersion.WithKind("ClusterTrustBundle"), "")
+		if err != nil {
+			return false, err
+		}
+		var want []any
+		for i := range cms.(*corev1.ConfigMapList).Items {
+			if cm := &cms.(*corev1.ConfigMapList).Items[i]; cm.Labels[OwnerLabel] != "" {
+				want = append(want, cm)
+			}
+		}
+		for i := range ctbs.(*certificatesv1.ClusterTrustBundleList).Items {
+			if ctb := &ctbs.(*certificatesv1.ClusterTrustBundleList).Items[i]; ctb.Labels[OwnerLabel] != "" {
+				want = append(want, ctb)
+			}
+		}
+		return cmp.Equal(versions(want), versions(append(c.configMaps.GetStore().List(), c.ctbs.GetStore().List()...))), nil
+	})
+	if err != nil {
+		t.Fatal("the publisher's caches never caught up with its writes")
+	}
+}
+
+// writes are the requests a fake client received, but the informers'
+// lists and watches.
+func writes(kube *kubefake.Clientset) []string {
+	var out []string
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		name := ""
+		if n, ok := a.(interface{ GetName() string }); ok {
+			name = n.GetName()
+		}
+		if c, ok := a.(k8stesting.CreateAction); ok {
+			if m, err := meta.Accessor(c.GetObject()); err == nil {
+				name = m.GetName()
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetNamespace(), name))
+	}
+	return out
 }
 
 func teamCA(bundle string) *rotationv1alpha1.CertificateAuthority {
@@ -82,6 +182,7 @@ func TestHandlePublishesEverywhereAsked(t *testing.T) {
 	}
 
 	// After the rotation completes: only the new CA.
+	settle(t, c, kube)
 	if err := c.Handle(ctx, teamCA("NEW")); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +219,7 @@ func TestHandleDoesNotOverwriteForeignObjects(t *testing.T) {
 
 func TestNothingBeforeABundleOrWithoutPublish(t *testing.T) {
 	c, kube := newFixture(t)
+	kube.ClearActions() // the informers' lists and watches
 	if err := c.Handle(context.Background(), teamCA("")); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +264,7 @@ func TestHandleSetsOwner(t *testing.T) {
 		t.Fatalf("ClusterTrustBundle owners %+v", ctb.OwnerReferences)
 	}
 	// Nothing more to write on the next sync.
+	settle(t, c, kube)
 	kube.ClearActions()
 	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
 		t.Fatal(err)
@@ -170,5 +273,145 @@ func TestHandleSetsOwner(t *testing.T) {
 		if a.GetVerb() != "get" {
 			t.Fatalf("second sync wrote: %v", a)
 		}
+	}
+}
+
+// TestSteadyStateMakesNoRequests: once what a CA asks for is published,
+// syncing it again reads only the caches, the owner included.
+func TestSteadyStateMakesNoRequests(t *testing.T) {
+	owner := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1alpha1.rotation.rekey.io", "uid": "u-1"}}}
+	apiServices := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{apiServicesGVR: "APIServiceList"}, owner)
+	f := newFixtureWith(t, apiServices)
+	if err := f.c.caInformer.Informer().GetIndexer().Add(teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	f.kube.ClearActions()
+	if err := f.c.Handle(f.ctx, teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"create configmaps labelled/team-ca", "create configmaps listed/team-ca", "create clustertrustbundles /example.com:team:team-ca"}
+	if diff := cmp.Diff(want, writes(f.kube)); diff != "" {
+		t.Fatalf("first sync (-want +got):\n%s", diff)
+	}
+	cm, err := f.kube.CoreV1().ConfigMaps("listed").Get(f.ctx, "team-ca", metav1.GetOptions{})
+	if err != nil || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != "u-1" {
+		t.Fatalf("the owner from the informer is not on the ConfigMap: %+v %v", cm, err)
+	}
+	settle(t, f.c, f.kube)
+	f.kube.ClearActions()
+	apiServices.ClearActions()
+	for range 3 {
+		if _, err := f.c.sync(f.ctx, "team-ca"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.c.Handle(f.ctx, teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	if a := append(writes(f.kube), apiServiceRequests(apiServices)...); len(a) != 0 {
+		t.Fatalf("a steady-state sync made requests: %v", a)
+	}
+	// A changed bundle is one apply per object.
+	if err := f.c.Handle(f.ctx, teamCA("B2")); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"patch configmaps labelled/team-ca", "patch configmaps listed/team-ca", "patch clustertrustbundles /example.com:team:team-ca"}
+	if diff := cmp.Diff(want, writes(f.kube)); diff != "" {
+		t.Fatalf("bundle change (-want +got):\n%s", diff)
+	}
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetPatchType() != types.ApplyPatchType {
+			t.Errorf("%s %s written with a %s patch, want server-side apply", a.GetVerb(), a.GetResource().Resource, p.GetPatchType())
+		}
+	}
+}
+
+var apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+func apiServiceRequests(c *dynamicfake.FakeDynamicClient) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+// TestStaleBundlesAreRemoved: what rekey published for a CA and the CA no
+// longer asks for goes: a namespace no longer selected, ClusterTrustBundles
+// turned off, the CA deleted. Someone else's objects and another CA's stay.
+func TestStaleBundlesAreRemoved(t *testing.T) {
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "other"}, Data: map[string]string{BundleKey: "theirs"}}
+	otherCA := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-ca", Namespace: "listed", Labels: map[string]string{OwnerLabel: "other-ca"}}, Data: map[string]string{BundleKey: "O"}}
+	c, kube := newFixture(t, foreign, otherCA)
+	ctx := context.Background()
+	if err := c.Handle(ctx, teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, c, kube)
+
+	narrowed := teamCA("B1")
+	narrowed.Spec.Publish.ConfigMaps.NamespaceSelector = nil
+	narrowed.Spec.Publish.ClusterTrustBundle = false
+	kube.ClearActions()
+	if err := c.Handle(ctx, narrowed); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"delete configmaps labelled/team-ca", "delete clustertrustbundles /example.com:team:team-ca"}
+	if diff := cmp.Diff(want, writes(kube)); diff != "" {
+		t.Fatalf("narrowed publish (-want +got):\n%s", diff)
+	}
+	settle(t, c, kube)
+
+	// The CA is gone (not in the lister): everything of it goes.
+	kube.ClearActions()
+	if _, err := c.sync(ctx, "team-ca"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"delete configmaps listed/team-ca"}, writes(kube)); diff != "" {
+		t.Fatalf("deleted CA (-want +got):\n%s", diff)
+	}
+	for _, ns := range []string{"listed", "labelled"} {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "team-ca", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s/team-ca: %v, want it removed", ns, err)
+		}
+	}
+	if cm, err := kube.CoreV1().ConfigMaps("other").Get(ctx, "team-ca", metav1.GetOptions{}); err != nil || cm.Data[BundleKey] != "theirs" {
+		t.Errorf("someone else's ConfigMap: %v", err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps("listed").Get(ctx, "other-ca", metav1.GetOptions{}); err != nil {
+		t.Errorf("another CA's ConfigMap: %v", err)
+	}
+}
+
+// TestNamespaceUpdateWithoutLabelChangeEnqueuesNothing: only a label
+// change can move a bundle, and only the CAs it concerns are queued.
+func TestNamespaceUpdateWithoutLabelChangeEnqueuesNothing(t *testing.T) {
+	f := newFixtureWith(t, nil)
+	rekeyCAs := f.c.caInformer.Informer().GetIndexer()
+	if err := rekeyCAs.Add(teamCA("B")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rekeyCAs.Add(&rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "unpublished"}}); err != nil {
+		t.Fatal(err)
+	}
+	old := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other", ResourceVersion: "1"}}
+	annotated := old.DeepCopy()
+	annotated.ResourceVersion, annotated.Annotations = "2", map[string]string{"note": "x"}
+	f.c.namespaceUpdated(old, annotated)
+	f.c.namespaceUpdated(annotated, annotated) // a resync
+	if n := f.c.queue.Len(); n != 0 {
+		t.Fatalf("%d keys queued by namespace updates without a label change", n)
+	}
+	labelled := annotated.DeepCopy()
+	labelled.Labels = map[string]string{"trust": "team"}
+	f.c.namespaceUpdated(annotated, labelled)
+	if n := f.c.queue.Len(); n != 1 {
+		t.Fatalf("%d keys queued by a label change, want 1 (team-ca)", n)
+	}
+	if key, _ := f.c.queue.Get(); key != "team-ca" {
+		t.Fatalf("queued %q", key)
 	}
 }
