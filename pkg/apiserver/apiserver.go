@@ -33,7 +33,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
-	"rekey.io/rekey/pkg/nodeattest"
+	"rekey.io/rekey/pkg/issuance"
 	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
 	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
 	csrstorage "rekey.io/rekey/pkg/registry/certificates/certificatesigningrequest"
@@ -42,6 +42,7 @@ import (
 	credstorage "rekey.io/rekey/pkg/registry/rotation/rotatingcredential"
 	"rekey.io/rekey/pkg/serveridentity"
 	"rekey.io/rekey/pkg/servingcert"
+	"rekey.io/rekey/pkg/signing/cabinding"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 	"rekey.io/rekey/pkg/standalone"
 )
@@ -209,23 +210,43 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, fmt.Errorf("creating generic API server: %w", err)
 	}
 	s.GenericAPIServer = generic
+	// What the request path, the controllers and the serving-certificate
+	// manager share is made here, once, in the order each needs the other.
 	replica, err := c.newReplicaInformers(s)
 	if err != nil {
 		return nil, err
 	}
-	nodeAttest := c.newNodeAttestation(s, replica)
-	var inWrites csrstorage.Issuer
-	if sync, err := c.newSynchronousIssuer(s, keyStores, replica); err != nil {
+	prefix := c.ExtraConfig.Etcd.PrivatePrefix
+	auth := authority.NewService(authority.Config{
+		Stores:   keyStores,
+		Bindings: cabinding.NewEtcdStore(s.etcd, prefix),
+		CAs:      replica.Rotation().V1alpha1().CertificateAuthorities().Lister(),
+		// Not ctx: it ends when the shutdown begins, while the requests in
+		// flight and the stopping controllers still record what they
+		// issue; s.requests ends once they are done (close).
+		Records: issuance.NewRecorder(s.requests, s.etcd, prefix),
+		Clock:   c.ExtraConfig.Clock,
+	})
+	host, err := c.newHostCluster(s)
+	if err != nil {
 		return nil, err
-	} else if sync != nil {
-		sync.Attestor = nodeAttest
+	}
+	nodeAttestations, nodeAttest, err := c.newNodeAttestations(s, replica)
+	if err != nil {
+		return nil, err
+	}
+	var inWrites csrstorage.Issuer
+	if sync := c.newSynchronousIssuer(auth, replica, host, nodeAttest); sync != nil {
 		inWrites = sync
 	}
-	if err := c.installAPIGroups(generic, inWrites, nodeAttest); err != nil {
+	if err := c.installAPIGroups(generic, inWrites, nodeAttestations); err != nil {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
-	if err := c.installControllers(s, keyStores); err != nil {
+	if err := c.installControllers(s, auth, replica, host); err != nil {
+		return nil, err
+	}
+	if err := c.installServingCA(s, auth, replica, host); err != nil {
 		return nil, err
 	}
 	for name, hook := range c.ExtraConfig.PostStartHooks {
@@ -321,9 +342,9 @@ func (s *Server) close(logger klog.Logger) {
 // installAPIGroups installs certificates.rekey.io, rotation.rekey.io and
 // attestation.rekey.io.
 // sync, when not nil, decides in the request path (package issuer).
-// nodeAttest answers challenges and attests requests (package nodeattest);
-// its NodeAttestation storage is set here too.
-func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttest *nodeattest.Service) error {
+// nodeAttestations is the NodeAttestation storage, made with the service
+// that answers its challenges (newNodeAttestations).
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
@@ -380,11 +401,6 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	if err != nil {
 		return fmt.Errorf("creating attestationpolicies storage: %w", err)
 	}
-	nodeAttestations, err := nodeattstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, nodeAttest, c.ExtraConfig.Clock)
-	if err != nil {
-		return fmt.Errorf("creating nodeattestations storage: %w", err)
-	}
-	nodeAttest.Nodes = nodeAttestations.StatusWriter
 	attestationGroup.VersionedResourcesStorageMap[attestationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"attestationpolicies":        policies,
 		"nodeattestations":           nodeAttestations.NodeAttestation,

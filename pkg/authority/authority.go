@@ -126,10 +126,12 @@ func (a *Authorities) Get(ctx context.Context, name string) (*Authority, error) 
 	return auth, nil
 }
 
-// Forget drops a CA from the cache, after its binding changed.
+// Forget drops a CA from the cache, after its binding changed or it was
+// deleted.
 func (a *Authorities) Forget(name string) {
 	a.mu.Lock()
 	delete(a.cache, name)
+	delete(a.files, name)
 	a.mu.Unlock()
 }
 

@@ -1,6 +1,8 @@
 package authority
 
 import (
+	"context"
+
 	"k8s.io/utils/clock"
 
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
@@ -25,7 +27,7 @@ type Service struct {
 	Authorities *Authorities
 	// Records is where every issuance is recorded before its certificate
 	// is published.
-	Records *issuance.Recorder
+	Records Records
 	// Signing signs under a Signer's policy with Authorities and records
 	// with Records.
 	Signing *Signing
@@ -38,9 +40,24 @@ type Config struct {
 	// CAs reads CertificateAuthorities: the lister of the server's one
 	// informer on them.
 	CAs     rotationlisters.CertificateAuthorityLister
-	Records *issuance.Recorder
+	Records Records
 	Clock   clock.PassiveClock
 }
+
+// Records is what the server records of each issuance, per CA
+// (issuance.Recorder): written before a certificate is published, read by
+// a rotation to count who has not renewed, pruned once expired.
+type Records interface {
+	Recorder
+	// Scan reads every record of a CA, a page at a time.
+	Scan(ctx context.Context, caName string, fn func(issuance.Record) error) error
+	// Revision changes whenever a record of the CA is written.
+	Revision(ctx context.Context, caName string) (int64, error)
+	// Prune deletes the records of a CA ("" is every CA) that drop selects.
+	Prune(ctx context.Context, caName string, drop func(issuance.Record) bool) (int, error)
+}
+
+var _ Records = &issuance.Recorder{}
 
 // NewService builds the service; it starts nothing (the recorder and the
 // informer behind CAs are started by whoever made them).

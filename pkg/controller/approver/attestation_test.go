@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -62,8 +63,8 @@ func TestHandleNeverApprovesAttestationRequests(t *testing.T) {
 				Request: fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}, DNSNames: tc.dns, IPAddresses: tc.ips}),
 			}}
 			fakeClient := fake.NewSimpleClientset(csr)
-			c := &Controller{client: fakeClient, signers: certlisters.NewSignerLister(signers), authz: allowAll, clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
-			c.SetCluster(view)
+			c := &Controller{client: fakeClient, signers: certlisters.NewSignerLister(signers), authz: allowAll, cluster: view,
+				events: record.NewFakeRecorder(100), clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
 			if err := c.Handle(context.Background(), csr); err != nil {
 				t.Fatal(err)
 			}

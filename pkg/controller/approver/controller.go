@@ -50,21 +50,17 @@ type Controller struct {
 	events  record.EventRecorder
 }
 
-// SetCluster gives the controller the host cluster's Nodes and Services
-// for NodeServing approval.
-func (c *Controller) SetCluster(view issuer.ClusterView) { c.cluster = view }
-
-// SetEventRecorder makes refusals events in the host cluster.
-func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
-
 // NewController wires the controller. authz answers SubjectAccessReviews:
 // in aggregated mode it is the delegating authorizer, which asks the host
 // cluster. transform (may be nil) trims the requests it caches.
-func NewController(client clientset.Interface, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer, clk clock.PassiveClock, transform cache.TransformFunc) *Controller {
+func NewController(client clientset.Interface, signerInformer certinformers.SignerInformer, authz authorizer.Authorizer,
+	cluster issuer.ClusterView, events record.EventRecorder, clk clock.PassiveClock, transform cache.TransformFunc) *Controller {
 	c := &Controller{
 		client:       client,
 		signers:      signerInformer.Lister(),
 		authz:        authz,
+		cluster:      cluster,
+		events:       events,
 		clock:        clk,
 		signerSynced: signerInformer.Informer().HasSynced,
 	}
@@ -96,9 +92,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	if errors.As(err, &refusal) {
 		// Left to a person, with the reason where they will look. One
 		// request's refusal does not hold up the others.
-		if c.events != nil {
-			c.events.Event(csr, corev1.EventTypeWarning, "NotAutoApproved", message.CapEvent("Not approved automatically: "+refusal.Reason))
-		}
+		c.events.Event(csr, corev1.EventTypeWarning, "NotAutoApproved", message.CapEvent("Not approved automatically: "+refusal.Reason))
 		klog.FromContext(ctx).V(2).Info("Not auto-approving", "csr", csr.Name, "reason", refusal.Reason)
 		return nil
 	}

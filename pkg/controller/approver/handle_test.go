@@ -11,6 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -69,7 +70,8 @@ func TestHandle(t *testing.T) {
 				return authorizer.DecisionNoOpinion, "no", nil
 			})
 			client := fake.NewSimpleClientset(tc.csr)
-			c := &Controller{client: client, signers: certlisters.NewSignerLister(signers), authz: authz, clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
+			c := &Controller{client: client, signers: certlisters.NewSignerLister(signers), authz: authz,
+				events: record.NewFakeRecorder(100), clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
 
 			err := c.Handle(context.Background(), tc.csr)
 			if (err != nil) != tc.wantErr {

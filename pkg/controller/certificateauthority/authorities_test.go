@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -49,7 +50,7 @@ func TestStatusDoesNotChooseTheKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	keys := signingtest.NewMemoryKeys()
 	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &authority.KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
-	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
+	c := &Controller{authorities: authorities, clock: clock.RealClock{}, events: record.NewFakeRecorder(100)}
 
 	team, cluster := newCA("team-ca", "11111111-aaaa"), newCA("rekey.io-kube-apiserver-client", "22222222-bbbb")
 	bindCA(t, c, team)
@@ -82,7 +83,7 @@ func TestRecreatedCAGetsNoOldKey(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	keys := signingtest.NewMemoryKeys()
 	authorities := authority.NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &authority.KeyStores{Etcd: keys}, cabinding.NewMemoryStore())
-	c := &Controller{authorities: authorities, clock: clock.RealClock{}}
+	c := &Controller{authorities: authorities, clock: clock.RealClock{}, events: record.NewFakeRecorder(100)}
 	old := newCA("ca", "11111111-old")
 	bindCA(t, c, old)
 	recreated := newCA("ca", "22222222-new")

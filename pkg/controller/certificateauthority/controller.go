@@ -49,23 +49,24 @@ type Controller struct {
 	// that the records are read again only when they changed.
 	countsMu sync.Mutex
 	counts   map[string]*pendingCount
-	// events tells the host cluster about rotations (nil without one).
+	// events tells the host cluster about rotations (discarded without one).
 	events record.EventRecorder
 }
 
-// SetEventRecorder makes the controller record rotation events.
-func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.events = r }
-
 // NewController wires the controller to an informer.
-func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, authorities *authority.Authorities, records Records, clk clock.PassiveClock) *Controller {
+// auth is the server's CA-key service (the same cache the issuer signs
+// through, so that a key this controller rotates out is forgotten by every
+// consumer); events records rotations where requesters see them.
+func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, auth *authority.Service, events record.EventRecorder, clk clock.PassiveClock) *Controller {
 	RegisterMetrics()
 	c := &Controller{
 		client:      client,
 		lister:      informer.Lister(),
 		synced:      informer.Informer().HasSynced,
 		queue:       runner.NewQueue[string]("certificateauthority"),
-		authorities: authorities,
-		records:     records,
+		authorities: auth.Authorities,
+		records:     auth.Records,
+		events:      events,
 		clock:       clk,
 	}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -109,6 +110,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if apierrors.IsNotFound(err) {
 		forget(name)
 		c.forgetCount(name)
+		// The cache is the server's one: the issuer and the serving
+		// certificate manager forget the deleted CA's key with it.
+		c.authorities.Forget(name)
 		return 0, nil
 	}
 	if err != nil {

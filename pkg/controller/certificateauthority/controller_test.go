@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -48,6 +49,7 @@ func newTestController(t *testing.T, ca *rotationv1alpha1.CertificateAuthority, 
 		lister:      lister,
 		authorities: authority.NewAuthorities(lister, &authority.KeyStores{Etcd: keys}, bindings),
 		clock:       clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
+		events:      record.NewFakeRecorder(100),
 	}, client, bindings
 }
 

@@ -89,9 +89,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 }
 
 func (c *Controller) event(ca *rotationv1alpha1.CertificateAuthority, reason, format string, args ...any) {
-	if c.events != nil {
-		c.events.Event(ca, corev1.EventTypeNormal, reason, message.CapEvent(fmt.Sprintf(format, args...)))
-	}
+	c.events.Event(ca, corev1.EventTypeNormal, reason, message.CapEvent(fmt.Sprintf(format, args...)))
 }
 
 // newGeneration makes the next key and its self-signed certificate and

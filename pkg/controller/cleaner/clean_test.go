@@ -2,10 +2,13 @@ package cleaner
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -21,7 +24,7 @@ func TestCleanOnceDeletesOnlyWhatIsDue(t *testing.T) {
 	old := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "old", UID: "uid-old", CreationTimestamp: metav1.NewTime(now.Add(-25 * time.Hour))}}
 	fresh := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "fresh", UID: "uid-fresh", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}}
 	client := fake.NewSimpleClientset(old, fresh)
-	c := NewController(client, clocktesting.NewFakePassiveClock(now), time.Minute)
+	c := NewController(client, &fakePruner{}, clocktesting.NewFakePassiveClock(now), time.Minute)
 	c.CleanOnce(context.Background())
 	actions := client.Actions()
 	if len(actions) != 2 || actions[0].GetVerb() != "list" || actions[1].GetVerb() != "delete" {
@@ -52,9 +55,8 @@ func (f *fakePruner) Prune(_ context.Context, caName string, drop func(issuance.
 // of a certificate still valid at this instant stays.
 func TestCleanOncePrunesExpiredRecords(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	c := NewController(fake.NewSimpleClientset(), clocktesting.NewFakePassiveClock(now), time.Minute)
 	p := &fakePruner{}
-	c.SetRecords(p)
+	c := NewController(fake.NewSimpleClientset(), p, clocktesting.NewFakePassiveClock(now), time.Minute)
 	c.CleanOnce(context.Background())
 	if p.calls != 1 || p.caName != "" {
 		t.Fatalf("%d prunes of %q, want one of every CA", p.calls, p.caName)
@@ -66,5 +68,36 @@ func TestCleanOncePrunesExpiredRecords(t *testing.T) {
 		if got := p.drop(issuance.Record{NotAfter: tc.notAfter}); got != tc.drop {
 			t.Errorf("record valid until %v: dropped %v, want %v", tc.notAfter, got, tc.drop)
 		}
+	}
+}
+
+// TestCleanOncePages: the requests are read a page at a time, each page
+// asked for with the previous one's continue token, and every page's due
+// requests are deleted.
+func TestCleanOncePages(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	due := func(name string) certv1alpha1.CertificateSigningRequest {
+		return certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(now.Add(-25 * time.Hour))}}
+	}
+	client := fake.NewSimpleClientset()
+	var limits []int64
+	var continues []string
+	client.PrependReactor("list", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		limits, continues = append(limits, opts.Limit), append(continues, opts.Continue)
+		if opts.Continue == "" {
+			return true, &certv1alpha1.CertificateSigningRequestList{ListMeta: metav1.ListMeta{Continue: "page-2"}, Items: []certv1alpha1.CertificateSigningRequest{due("a")}}, nil
+		}
+		return true, &certv1alpha1.CertificateSigningRequestList{Items: []certv1alpha1.CertificateSigningRequest{due("b")}}, nil
+	})
+	NewController(client, &fakePruner{}, clocktesting.NewFakePassiveClock(now), time.Minute).CleanOnce(context.Background())
+	var deleted []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "delete" {
+			deleted = append(deleted, a.(k8stesting.DeleteAction).GetName())
+		}
+	}
+	if strings.Join(continues, ",") != ",page-2" || limits[0] != pageSize || strings.Join(deleted, ",") != "a,b" {
+		t.Fatalf("listed with limits %v and continue tokens %q, deleted %v; want two pages of %d and a, b deleted", limits, continues, deleted, pageSize)
 	}
 }

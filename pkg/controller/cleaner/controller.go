@@ -10,7 +10,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -44,16 +46,13 @@ type Records interface {
 	Prune(ctx context.Context, caName string, drop func(issuance.Record) bool) (int, error)
 }
 
-// SetRecords makes the cleaner prune the issuance records of expired
-// certificates too.
-func (c *Controller) SetRecords(r Records) { c.records = r }
-
 // pageSize bounds what one list returns, and so what the cleaner holds.
 const pageSize = 500
 
-// NewController returns a cleaner that looks every interval.
-func NewController(client clientset.Interface, clk clock.PassiveClock, interval time.Duration) *Controller {
-	return &Controller{client: client, clock: clk, interval: interval}
+// NewController returns a cleaner that looks every interval; it prunes
+// the issuance records of expired certificates from records too.
+func NewController(client clientset.Interface, records Records, clk clock.PassiveClock, interval time.Duration) *Controller {
+	return &Controller{client: client, records: records, clock: clk, interval: interval}
 }
 
 // Run cleans until ctx is done.
@@ -73,9 +72,6 @@ func (c *Controller) CleanOnce(ctx context.Context) {
 // and nothing else reads its record. Records of a CA deleted without a
 // rotation go the same way, when their certificates expire.
 func (c *Controller) pruneRecords(ctx context.Context) {
-	if c.records == nil {
-		return
-	}
 	now := c.clock.Now()
 	n, err := c.records.Prune(ctx, "", func(r issuance.Record) bool { return now.After(r.NotAfter) })
 	if err != nil {
@@ -88,37 +84,38 @@ func (c *Controller) pruneRecords(ctx context.Context) {
 }
 
 func (c *Controller) cleanRequests(ctx context.Context) {
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		page, err := c.client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, opts)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Listing requests to clean")
-			return
+	csrs := c.client.CertificatesV1alpha1().CertificateSigningRequests()
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return csrs.List(ctx, opts)
+	}))
+	// One page in memory at a time, and an expired continue token ends
+	// this pass (the next one starts over) rather than listing everything
+	// at once.
+	p.PageSize, p.PageBufferSize, p.FullListIfExpired = pageSize, 0, false
+	now := c.clock.Now()
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if csr, ok := obj.(*certv1alpha1.CertificateSigningRequest); ok {
+			c.clean(ctx, csr, now)
 		}
-		c.clean(ctx, page.Items)
-		if page.Continue == "" {
-			return
-		}
-		opts.Continue = page.Continue
+		return nil
+	})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing requests to clean")
 	}
 }
 
-func (c *Controller) clean(ctx context.Context, csrs []certv1alpha1.CertificateSigningRequest) {
-	now := c.clock.Now()
-	for i := range csrs {
-		csr := &csrs[i]
-		why, due := Due(csr, now)
-		if !due {
-			continue
-		}
-		uid := csr.UID
-		err := c.client.CertificatesV1alpha1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			klog.FromContext(ctx).Error(err, "Deleting request", "csr", csr.Name)
-			continue
-		}
-		klog.FromContext(ctx).V(2).Info("Deleted request", "csr", csr.Name, "why", why)
+func (c *Controller) clean(ctx context.Context, csr *certv1alpha1.CertificateSigningRequest, now time.Time) {
+	why, due := Due(csr, now)
+	if !due {
+		return
 	}
+	uid := csr.UID
+	err := c.client.CertificatesV1alpha1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Deleting request", "csr", csr.Name)
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted request", "csr", csr.Name, "why", why)
 }
 
 // Due says whether a request should be deleted now, and why.

@@ -15,12 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -38,27 +38,16 @@ import (
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	clientsetscheme "rekey.io/rekey/pkg/generated/clientset/versioned/scheme"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
-	"rekey.io/rekey/pkg/issuance"
+	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/quietlog"
-	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
-// Options is what the controllers need.
+// Options are the controllers' settings, from flags.
 type Options struct {
-	// KubeConfig reaches the host cluster (nil in standalone mode): trust
-	// bundles are published there.
-	KubeConfig *rest.Config
-	// Authorizer answers the approver's SubjectAccessReviews.
-	Authorizer authorizer.Authorizer
-	KeyStores  *authority.KeyStores
-	Etcd       *clientv3.Client
-	// PrivatePrefix is the etcd prefix for keys, bindings, issuance records
-	// and the leader election.
-	PrivatePrefix string
-
 	LeaderElect   bool
 	LeaseDuration time.Duration
 	Identity      string
@@ -69,9 +58,40 @@ type Options struct {
 	InsecureTestSigner bool
 }
 
+// Deps is what the controllers are built from. The server makes each
+// once and shares it (the CA and Signer informers, the CA-key service and
+// the host cluster's Node and Service caches are the same ones the request
+// path reads); the manager starts none of the shared ones.
+type Deps struct {
+	// Client reaches this server with the controllers' own identity (the
+	// only writer of CA and Signer status), unthrottled.
+	Client clientset.Interface
+	// Kube and Dynamic reach the host cluster; nil in standalone mode.
+	// Trust bundles are published there and rotations recorded as events.
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Cluster reads the host cluster's Nodes and Services for NodeServing
+	// approval; nil without a host cluster.
+	Cluster issuer.ClusterView
+	// Authorizer answers the approver's SubjectAccessReviews.
+	Authorizer authorizer.Authorizer
+	// Authority holds the CA keys, the bindings and the issuance records.
+	Authority *authority.Service
+	// CAs and Signers are the server's one informer on each, started by
+	// the server. Each leadership term adds its handlers and removes them
+	// when it ends.
+	CAs     rotationinformers.CertificateAuthorityInformer
+	Signers certinformers.SignerInformer
+	// Etcd holds the leader election under PrivatePrefix.
+	Etcd          *clientv3.Client
+	PrivatePrefix string
+	Clock         clock.Clock
+}
+
 // Manager runs the controllers and reports whether it can.
 type Manager struct {
 	opts Options
+	deps Deps
 
 	mu  sync.Mutex
 	err error
@@ -82,7 +102,15 @@ type Manager struct {
 const PublishedOwnerAPIService = "v1alpha1.rotation.rekey.io"
 
 // New returns a manager that has not started.
-func New(opts Options) *Manager { return &Manager{opts: opts} }
+func New(opts Options, deps Deps) (*Manager, error) {
+	if opts.LeaderElect && deps.Etcd == nil {
+		return nil, errors.New("leader election needs the etcd client of the private data")
+	}
+	if deps.Client == nil || deps.Authority == nil || deps.CAs == nil || deps.Signers == nil || deps.Clock == nil {
+		return nil, errors.New("the controllers need a client, the CA-key service, the CA and Signer informers and a clock")
+	}
+	return &Manager{opts: opts, deps: deps}, nil
+}
 
 // Check is a readiness check: it fails while the controllers could not be
 // started on this replica (a follower that waits for leadership is ready).
@@ -101,15 +129,11 @@ func (m *Manager) report(err error) {
 	m.mu.Unlock()
 }
 
-// Run runs the controllers (on the leader only, when LeaderElect) with a
-// client for restConfig until ctx is done.
-func (m *Manager) Run(ctx context.Context, restConfig *rest.Config) {
-	if m.opts.Etcd == nil {
-		m.report(errors.New("no etcd client for CA key bindings and issuance records"))
-		return
-	}
+// Run runs the controllers (on the leader only, when LeaderElect) until
+// ctx is done.
+func (m *Manager) Run(ctx context.Context) {
 	run := func(ctx context.Context) error {
-		err := m.runControllers(ctx, restConfig)
+		err := m.runControllers(ctx)
 		m.report(err)
 		return err
 	}
@@ -120,37 +144,35 @@ func (m *Manager) Run(ctx context.Context, restConfig *rest.Config) {
 		return
 	}
 	leaderelection.Run(ctx, leaderelection.Config{
-		Client:        m.opts.Etcd,
-		Key:           m.opts.PrivatePrefix + "/leader",
+		Client:        m.deps.Etcd,
+		Key:           m.deps.PrivatePrefix + "/leader",
 		Identity:      m.opts.Identity,
 		LeaseDuration: m.opts.LeaseDuration,
 		Run:           run,
 	})
 }
 
-// runControllers starts every controller and returns when ctx is done, or
-// at once with the reason they could not start.
-func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
+// runControllers runs one leadership term: it builds the controllers,
+// starts them and returns when ctx is done, or at once with the reason
+// they could not start.
+func (m *Manager) runControllers(ctx context.Context) error {
 	// Every call the controllers make, and their informers' lists and
 	// watches, run with a logger that cannot dump a request or response
 	// body at any -v: they read and write Secrets holding minted
 	// credentials and ask for ServiceAccount tokens (package quietlog).
 	ctx = quietlog.Context(ctx)
 	logger := klog.FromContext(ctx)
-	restConfig := rest.CopyConfig(cfg)
-	// The controllers are the server's own clients: do not throttle them,
-	// and do not compress what never leaves the process (as kube-apiserver
-	// does for its loopback client). The generated clients speak protobuf.
-	restConfig.QPS, restConfig.Burst = 5000, 10000
-	restConfig.DisableCompression = true
-	client, err := clientset.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("creating the controllers' client: %w", err)
-	}
-	if err := EnsureBuiltIns(ctx, client, m.opts.KubeConfig != nil, m.opts.InsecureTestSigner); err != nil {
+	opts, deps := m.opts, m.deps
+	client := deps.Client
+	if err := EnsureBuiltIns(ctx, client, deps.Kube != nil, opts.InsecureTestSigner); err != nil {
 		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
-	opts := m.opts
+	// The shared informers lend themselves to this term: the handlers its
+	// controllers add are removed when it ends, so that a replica that
+	// loses and regains leadership does not run two sets.
+	caInformer, signerInformer := borrowCAs(deps.CAs), borrowSigners(deps.Signers)
+	defer caInformer.inf.end()
+	defer signerInformer.inf.end()
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute)
 	// Each request controller watches only the requests it acts on (field
 	// selectors): the approver the pending requests of the signers that
@@ -159,51 +181,38 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	// enters the signer's cache, a Manual signer's request never the
 	// approver's, and no controller keeps the finished ones.
 	approvedFactory := csrFactory(client, certv1alpha1.StateApproved)
-	clk := clock.RealClock{}
-	caInformer := factory.Rotation().V1alpha1().CertificateAuthorities()
-	signerInformer := factory.Certificates().V1alpha1().Signers()
+	clk := deps.Clock
 
-	authorities := authority.NewAuthorities(caInformer.Lister(), opts.KeyStores, cabinding.NewEtcdStore(opts.Etcd, opts.PrivatePrefix))
-	recorder := issuance.NewRecorder(ctx, opts.Etcd, opts.PrivatePrefix)
-	caController := certificateauthority.NewController(client, caInformer, authorities, recorder, clk)
-	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, authorities, recorder, clk)
-	approverController := approver.NewController(client, signerInformer, opts.Authorizer, clk, TrimForCache)
-	cleanerController := cleaner.NewController(client, clk, opts.CleanerInterval)
+	// Rotations and refusals show as events on the objects in the host
+	// cluster, so that requesters learn early; without one they are
+	// dropped.
+	var events record.EventRecorder = discardEvents{}
+	if deps.Kube != nil {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.Kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		events = broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"})
+	}
+
+	auth := deps.Authority
+	caController := certificateauthority.NewController(client, caInformer, auth, events, clk)
+	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, auth, clk)
+	approverController := approver.NewController(client, signerInformer, deps.Authorizer, deps.Cluster, events, clk, TrimForCache)
 	// The leader prunes the issuance records of expired certificates.
-	cleanerController.SetRecords(recorder)
+	cleanerController := cleaner.NewController(client, auth.Records, clk, opts.CleanerInterval)
 
 	var publisherController *publisher.Controller
-	var kubeFactory, defaultNamespace kubeinformers.SharedInformerFactory
-	var kubeClient kubernetes.Interface
-	if opts.KubeConfig != nil {
-		kube, err := kubernetes.NewForConfig(opts.KubeConfig)
-		if err != nil {
-			return fmt.Errorf("creating the host cluster client: %w", err)
-		}
-		kubeClient = kube
-		kubeFactory = kubeinformers.NewSharedInformerFactory(kubeClient, 10*time.Minute)
-		defaultNamespace = kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
-		approverController.SetCluster(issuer.NewListerClusterView(kubeFactory, defaultNamespace))
-		publisherController = publisher.NewController(kubeClient, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
-		dyn, err := dynamic.NewForConfig(opts.KubeConfig)
-		if err != nil {
-			return fmt.Errorf("creating the host cluster client: %w", err)
-		}
+	var kubeFactory kubeinformers.SharedInformerFactory
+	if deps.Kube != nil {
+		kubeFactory = kubeinformers.NewSharedInformerFactory(deps.Kube, 10*time.Minute)
+		publisherController = publisher.NewController(deps.Kube, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
 		// Uninstalling rekey deletes this APIService; the garbage collector
 		// then removes every bundle rekey published.
-		publisherController.Owner = publisher.APIServiceOwner(dyn, PublishedOwnerAPIService)
-		// Rotations show as events on the CA in the host cluster, so that
-		// requesters learn early.
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
-		defer broadcaster.Shutdown()
-		recorder := broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"})
-		caController.SetEventRecorder(recorder)
-		approverController.SetEventRecorder(recorder)
+		publisherController.Owner = publisher.APIServiceOwner(deps.Dynamic, PublishedOwnerAPIService)
 	}
 
 	credential.RegisterMetrics()
-	credentialController := credential.NewController(client, kubeClient, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
+	credentialController := credential.NewController(client, deps.Kube, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
 
 	for _, f := range []informers.SharedInformerFactory{factory, approvedFactory} {
 		f.StartWithContext(ctx)
@@ -216,10 +225,8 @@ func (m *Manager) runControllers(ctx context.Context, cfg *rest.Config) error {
 	}
 	if publisherController != nil {
 		kubeFactory.StartWithContext(ctx)
-		defaultNamespace.StartWithContext(ctx)
-		run(func() { publisherController.Run(ctx, 2) })
 		defer kubeFactory.Shutdown()
-		defer defaultNamespace.Shutdown()
+		run(func() { publisherController.Run(ctx, 2) })
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
@@ -269,4 +276,13 @@ func EnsureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster
 		}
 	}
 	return nil
+}
+
+// discardEvents is the event recorder without a host cluster: rekey's own
+// objects have no Event API to record on.
+type discardEvents struct{}
+
+func (discardEvents) Event(runtime.Object, string, string, string)          {}
+func (discardEvents) Eventf(runtime.Object, string, string, string, ...any) {}
+func (discardEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
 }

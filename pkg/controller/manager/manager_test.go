@@ -2,15 +2,27 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
+	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
+	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
 func TestTrimForCacheKeepsWhatTheControllersRead(t *testing.T) {
@@ -57,15 +69,160 @@ func TestControllersWatchOnlyWhatTheyActOn(t *testing.T) {
 	}
 }
 
+// testDeps are the shared parts a server hands the manager, on a fake
+// client: one informer factory, one CA-key service.
+func testDeps(client *fake.Clientset) (Deps, informers.SharedInformerFactory) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	cas := factory.Rotation().V1alpha1().CertificateAuthorities()
+	auth := authority.NewService(authority.Config{CAs: cas.Lister(), Stores: &authority.KeyStores{}, Bindings: cabinding.NewMemoryStore(),
+		Records: noRecords{}, Clock: clock.RealClock{}})
+	return Deps{Client: client, Authority: auth, CAs: cas, Signers: factory.Certificates().V1alpha1().Signers(), Clock: clock.RealClock{}}, factory
+}
+
 // TestReadinessFailsWhenControllersCannotStart: a replica whose controllers
 // cannot run must not report ready.
 func TestReadinessFailsWhenControllersCannotStart(t *testing.T) {
-	m := New(Options{})
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	deps, _ := testDeps(client)
+	m, err := New(Options{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := m.Check(nil); err != nil {
 		t.Fatalf("not started yet: %v", err)
 	}
-	m.Run(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"})
-	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "etcd") {
-		t.Fatalf("Check = %v, want a failure naming etcd", err)
+	m.Run(context.Background())
+	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "built-in") {
+		t.Fatalf("Check = %v, want a failure naming the built-ins", err)
 	}
+}
+
+// TestNewRefusesMissingDependencies: what the controllers need is checked
+// once, at construction, not found missing while they run.
+func TestNewRefusesMissingDependencies(t *testing.T) {
+	deps, _ := testDeps(fake.NewSimpleClientset())
+	if _, err := New(Options{LeaderElect: true}, deps); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("leader election without etcd: %v", err)
+	}
+	deps.Authority = nil
+	if _, err := New(Options{}, deps); err == nil {
+		t.Error("no CA-key service accepted")
+	}
+}
+
+// TestATermBorrowsTheServersInformers: a leadership term runs its
+// controllers on the server's CA and Signer informers (no second list or
+// watch of either), and removes its handlers when it ends, so that the
+// next term does not run beside a stale set.
+func TestATermBorrowsTheServersInformers(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	deps, factory := testDeps(client)
+	caInformer, signerInformer := &countingInformer{SharedIndexInformer: deps.CAs.Informer()}, &countingInformer{SharedIndexInformer: deps.Signers.Informer()}
+	deps.CAs, deps.Signers = countingCAs{deps.CAs, caInformer}, countingSigners{deps.Signers, signerInformer}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	m, err := New(Options{SignerWorkers: 1, CleanerInterval: time.Hour}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, endTerm := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.runControllers(term) }()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return caInformer.handlers() > 0 && signerInformer.handlers() > 0, nil
+	}); err != nil {
+		t.Fatal("the term's controllers added no handlers to the server's informers")
+	}
+	endTerm()
+	<-done
+	if n := caInformer.handlers(); n != 0 {
+		t.Errorf("%d CA handlers left after the term", n)
+	}
+	if n := signerInformer.handlers(); n != 0 {
+		t.Errorf("%d Signer handlers left after the term", n)
+	}
+	counts := map[string]int{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			counts[a.GetVerb()+" "+a.GetResource().Resource]++
+		}
+	}
+	for _, r := range []string{"certificateauthorities", "signers"} {
+		if counts["list "+r] != 1 || counts["watch "+r] != 1 {
+			t.Errorf("%s listed %d and watched %d times, want once each (the server's informer)", r, counts["list "+r], counts["watch "+r])
+		}
+	}
+}
+
+// countingInformer counts the handlers added and still registered.
+type countingInformer struct {
+	cache.SharedIndexInformer
+	mu   sync.Mutex
+	live map[cache.ResourceEventHandlerRegistration]bool
+}
+
+func (c *countingInformer) count(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live == nil {
+		c.live = map[cache.ResourceEventHandlerRegistration]bool{}
+	}
+	c.live[reg] = true
+	return reg, err
+}
+
+func (c *countingInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return c.count(c.SharedIndexInformer.AddEventHandler(h))
+}
+
+func (c *countingInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, d time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return c.count(c.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, d))
+}
+
+func (c *countingInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return c.count(c.SharedIndexInformer.AddEventHandlerWithOptions(h, o))
+}
+
+func (c *countingInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	c.mu.Lock()
+	delete(c.live, reg)
+	c.mu.Unlock()
+	return c.SharedIndexInformer.RemoveEventHandler(reg)
+}
+
+func (c *countingInformer) handlers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.live)
+}
+
+type countingCAs struct {
+	rotationinformers.CertificateAuthorityInformer
+	inf *countingInformer
+}
+
+func (c countingCAs) Informer() cache.SharedIndexInformer { return c.inf }
+
+type countingSigners struct {
+	certinformers.SignerInformer
+	inf *countingInformer
+}
+
+func (c countingSigners) Informer() cache.SharedIndexInformer { return c.inf }
+
+type noRecords struct{}
+
+func (noRecords) Record(context.Context, issuance.Record) error { return nil }
+func (noRecords) Scan(context.Context, string, func(issuance.Record) error) error {
+	return nil
+}
+func (noRecords) Revision(context.Context, string) (int64, error) { return 0, nil }
+func (noRecords) Prune(context.Context, string, func(issuance.Record) bool) (int, error) {
+	return 0, nil
 }

@@ -56,13 +56,13 @@ type Controller struct {
 // certificate or readiness (seen on the CA informer) re-checks the Signers
 // that use it and the requests that waited for them.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer,
-	caInformer rotationinformers.CertificateAuthorityInformer, authorities *authority.Authorities, recorder issuer.Recorder, clk clock.PassiveClock) *Controller {
+	caInformer rotationinformers.CertificateAuthorityInformer, auth *authority.Service, clk clock.PassiveClock) *Controller {
 	issuer.RegisterMetrics()
 	c := &Controller{
 		client:       client,
 		signers:      signerInformer.Lister(),
-		authorities:  authorities,
-		signing:      &authority.Signing{Authorities: authorities, Recorder: recorder, Clock: clk},
+		authorities:  auth.Authorities,
+		signing:      auth.Signing,
 		clock:        clk,
 		signerQueue:  runner.NewQueue[string]("signer-status"),
 		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
@@ -76,6 +76,14 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 	_, _ = caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.caChanged(nil, obj) },
 		UpdateFunc: c.caChanged,
+		// A deleted CA signs nothing more: its signers turn Ready=False
+		// now, not at the next resync.
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			c.caChanged(nil, obj)
+		},
 	})
 	return c
 }
@@ -201,6 +209,10 @@ func (c *Controller) forget(obj any) {
 	}
 }
 
+// ReasonCANotFound is the Ready=False reason of a Signer whose
+// CertificateAuthority does not exist.
+const ReasonCANotFound = "CANotFound"
+
 // syncSigner keeps the Signer's Ready condition: whether its CA can sign.
 // A signer whose CA cannot sign yet is looked at again soon.
 func (c *Controller) syncSigner(ctx context.Context, name string) (time.Duration, error) {
@@ -218,7 +230,13 @@ func (c *Controller) handleSigner(ctx context.Context, s *certv1alpha1.Signer) (
 	recheck := time.Duration(0)
 	cond := metav1.Condition{Type: certv1alpha1.SignerReady, Status: metav1.ConditionTrue, Reason: "CAReady",
 		Message: fmt.Sprintf("signing with CertificateAuthority %q", s.Spec.CertificateAuthorityRef.Name), ObservedGeneration: s.Generation}
-	if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); err != nil {
+	if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); apierrors.IsNotFound(err) {
+		// Deleted (or never made): approved requests wait, unsigned, until
+		// a CertificateAuthority of that name exists and has a key. The
+		// CA's add brings the signer back here; no recheck is needed.
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonCANotFound
+		cond.Message = fmt.Sprintf("CertificateAuthority %q does not exist: approved requests for %s are not signed until it does", s.Spec.CertificateAuthorityRef.Name, s.Spec.SignerName)
+	} else if err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CAUnavailable", message.Cap(err.Error())
 		// Look again soon: the CA may be on its way.
 		recheck = 5 * time.Second

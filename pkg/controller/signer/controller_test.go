@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -21,6 +22,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
@@ -252,10 +254,11 @@ func TestHandleSignerReportsCAReadiness(t *testing.T) {
 	for name, tc := range map[string]struct {
 		withCA      bool
 		wantStatus  metav1.ConditionStatus
+		wantReason  string
 		wantRecheck bool
 	}{
-		"CA can sign":   {withCA: true, wantStatus: metav1.ConditionTrue},
-		"CA has no key": {withCA: false, wantStatus: metav1.ConditionFalse, wantRecheck: true},
+		"CA can sign":       {withCA: true, wantStatus: metav1.ConditionTrue},
+		"CA does not exist": {withCA: false, wantStatus: metav1.ConditionFalse, wantReason: ReasonCANotFound},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, certv1alpha1.SignerPolicy{}, tc.withCA)
@@ -275,8 +278,8 @@ func TestHandleSignerReportsCAReadiness(t *testing.T) {
 				t.Fatalf("actions %v, want one status update", actions)
 			}
 			updated := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.Signer)
-			if c := updated.Status.Conditions[0]; c.Type != certv1alpha1.SignerReady || c.Status != tc.wantStatus {
-				t.Errorf("condition %+v, want Ready=%s", c, tc.wantStatus)
+			if c := updated.Status.Conditions[0]; c.Type != certv1alpha1.SignerReady || c.Status != tc.wantStatus || tc.wantReason != "" && c.Reason != tc.wantReason {
+				t.Errorf("condition %+v, want Ready=%s %s", c, tc.wantStatus, tc.wantReason)
 			}
 		})
 	}
@@ -315,5 +318,47 @@ func TestHandleCapsTheFailedMessage(t *testing.T) {
 	failed := updated.Status.Conditions[len(updated.Status.Conditions)-1]
 	if failed.Type != certv1alpha1.CertificateFailed || len(failed.Message) > validation.MaxConditionMessageLength || !strings.Contains(failed.Message, "commonNamePrefix") {
 		t.Fatalf("Failed condition of %d bytes: %.200s", len(failed.Message), failed.Message)
+	}
+}
+
+// TestDeletingTheCAReChecksItsSigners: the delete of a CertificateAuthority
+// puts every Signer that uses it back in the queue at once (it waited for
+// the next resync, minutes, and stayed Ready=True meanwhile).
+func TestDeletingTheCAReChecksItsSigners(t *testing.T) {
+	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", UID: "0123456789"}}
+	team := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName("example.com/team")},
+		Spec: certv1alpha1.SignerSpec{SignerName: "example.com/team", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}}}
+	other := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName("example.com/other")},
+		Spec: certv1alpha1.SignerSpec{SignerName: "example.com/other", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "other-ca"}}}
+	client := fake.NewSimpleClientset(ca, team, other)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	auth := authority.NewService(authority.Config{CAs: factory.Rotation().V1alpha1().CertificateAuthorities().Lister(),
+		Stores: &authority.KeyStores{}, Bindings: cabinding.NewMemoryStore(), Clock: clocktesting.NewFakePassiveClock(now)})
+	c := NewController(client, factory.Certificates().V1alpha1().CertificateSigningRequests(), factory.Certificates().V1alpha1().Signers(),
+		factory.Rotation().V1alpha1().CertificateAuthorities(), auth, clocktesting.NewFakePassiveClock(now))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	// Drain what the adds queued.
+	for c.signerQueue.Len() > 0 {
+		name, _ := c.signerQueue.Get()
+		c.signerQueue.Done(name)
+	}
+	if err := client.RotationV1alpha1().CertificateAuthorities().Delete(ctx, "team-ca", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.signerQueue.Len() > 0, nil
+	}); err != nil {
+		t.Fatal("no signer queued after the CA's delete")
+	}
+	got, shutdown := c.signerQueue.Get()
+	if shutdown || got != team.Name {
+		t.Fatalf("queued %q after the CA's delete, want %q", got, team.Name)
+	}
+	c.signerQueue.Done(got)
+	if n := c.signerQueue.Len(); n != 0 {
+		t.Fatalf("%d more signers queued; only team-ca's signer uses it", n)
 	}
 }

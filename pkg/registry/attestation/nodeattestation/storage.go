@@ -43,9 +43,12 @@ type Storage struct {
 	StatusWriter    *StatusWriter
 }
 
-// NewStorage returns the storage; challenger may be nil (the challenge
-// subresource then answers 503).
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, challenger Challenger, clk clock.PassiveClock) (*Storage, error) {
+// NewStorage returns the storage. newChallenger builds the challenger
+// from the writer of NodeAttestation status (the challenger records what
+// it decides through it), so the two are made in one order, without a
+// field set afterwards; it may return nil (the challenge subresource then
+// answers 503).
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, newChallenger func(*StatusWriter) Challenger, clk clock.PassiveClock) (*Storage, error) {
 	s := NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &attestation.NodeAttestation{} },
@@ -68,7 +71,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ch
 	return &Storage{
 		NodeAttestation: registry.NewREST(store, "rnodeatt"),
 		Status:          registry.NewSubresourceREST(store, statusStrategy{serverStatusStrategy{s}}),
-		Challenge:       &ChallengeREST{status: writer, challenger: challenger, clock: clk},
+		Challenge:       &ChallengeREST{status: writer, challenger: newChallenger(writer), clock: clk},
 		StatusWriter:    writer,
 	}, nil
 }
