@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -28,14 +28,16 @@ func trustKubeletClientCA(t *testing.T) *rotationv1alpha1.CertificateAuthority {
 	// On a fresh cluster the built-in CA and its key appear a moment after
 	// rekey starts.
 	var ca *rotationv1alpha1.CertificateAuthority
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 60*time.Second, "the kubelet client CA's trust bundle", func(ctx context.Context) error {
 		var err error
-		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, kubeletClientCA, metav1.GetOptions{})
-		return err == nil && ca.Status.TrustBundle != "", nil
+		if ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, kubeletClientCA, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if ca.Status.TrustBundle == "" {
+			return fmt.Errorf("no trust bundle: %+v", ca.Status)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("kubelet client CA has no trust bundle: %+v", ca)
-	}
 	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
 		t.Fatal(err)
 	}
@@ -46,22 +48,19 @@ func trustKubeletClientCA(t *testing.T) *rotationv1alpha1.CertificateAuthority {
 // retrying while kube-apiserver reloads its client CA file.
 func whoAmI(t *testing.T, kubeconfig string) string {
 	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var name string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return false, err
-		}
+	framework.Eventually(t, 30*time.Second, "the node kubeconfig authenticating to kube-apiserver", func(ctx context.Context) error {
 		review, err := kubernetes.NewForConfigOrDie(cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		name = review.Status.UserInfo.Username
-		return true, nil
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("the node kubeconfig does not authenticate to kube-apiserver")
-	}
 	return name
 }
 
@@ -71,15 +70,23 @@ func rotateAndWait(t *testing.T, action rotationv1alpha1.RotationAction, force b
 	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, kubeletClientCA, &rotationv1alpha1.Rotation{Action: action, Force: force}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("rotation %s: %v", action, err)
 	}
+	return waitCAPhase(t, kubeletClientCA, phase)
+}
+
+// waitCAPhase waits until the CA is in phase and returns it.
+func waitCAPhase(t *testing.T, name string, phase rotationv1alpha1.RotationPhase) *rotationv1alpha1.CertificateAuthority {
+	t.Helper()
 	var ca *rotationv1alpha1.CertificateAuthority
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 60*time.Second, fmt.Sprintf("CA %s in phase %s", name, phase), func(ctx context.Context) error {
 		var err error
-		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, kubeletClientCA, metav1.GetOptions{})
-		return err == nil && ca.Status.Phase == phase, nil
+		if ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if ca.Status.Phase != phase {
+			return fmt.Errorf("phase %q: %+v", ca.Status.Phase, ca.Status.Conditions)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("CA did not reach %s: %+v", phase, ca.Status)
-	}
 	return ca
 }
 
@@ -110,13 +117,12 @@ func TestAgentAgainstKubeAPIServer(t *testing.T) {
 	waitForCertificate := func(what string, ok func(*x509.Certificate) bool) *x509.Certificate {
 		t.Helper()
 		var leaf *x509.Certificate
-		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-			leaf = current()
-			return leaf != nil && ok(leaf), nil
+		framework.Eventually(t, 90*time.Second, "a certificate "+what, func(context.Context) error {
+			if leaf = current(); leaf == nil || !ok(leaf) {
+				return errors.New("not in the store yet")
+			}
+			return nil
 		})
-		if err != nil {
-			t.Fatalf("no certificate %s", what)
-		}
 		return leaf
 	}
 	first := waitForCertificate("from the bootstrap", func(*x509.Certificate) bool { return true })

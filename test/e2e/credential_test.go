@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/credential"
@@ -70,14 +70,20 @@ func newCredential(t *testing.T, ns string, interval, grace time.Duration, minte
 func waitSecret(t *testing.T, ns, what string, timeout time.Duration, ok func(*corev1.Secret) bool) *corev1.Secret {
 	t.Helper()
 	var s *corev1.Secret
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := framework.EventuallyErr(timeout, func(ctx context.Context) error {
 		var err error
-		s, err = cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{})
-		return err == nil && ok(s), nil
+		if s, err = cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if !ok(s) {
+			return fmt.Errorf("generation %d", generation(s))
+		}
+		return nil
 	})
 	if err != nil {
+		// The credential's status says why, read once, not at every look.
 		rc, _ := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(context.Background(), "cred", metav1.GetOptions{})
-		t.Fatalf("Secret %s/cred never %s; RotatingCredential status %+v", ns, what, rc.Status)
+		t.Fatalf("Secret %s/cred never %s: %v; RotatingCredential status %+v", ns, what, err, rc.Status)
 	}
 	return s
 }
@@ -215,16 +221,16 @@ func (w *webhookServer) minter(timeout int32) rotationv1alpha1.Minter {
 
 func waitDegraded(t *testing.T, ns, reason string) {
 	t.Helper()
-	var rc *rotationv1alpha1.RotatingCredential
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		rc, err = cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
-		c := meta.FindStatusCondition(rc.Status.Conditions, credential.ConditionDegraded)
-		return err == nil && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, nil
+	framework.Eventually(t, 60*time.Second, "Degraded "+reason, func(ctx context.Context) error {
+		rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(rc.Status.Conditions, credential.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("conditions %+v", rc.Status.Conditions)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("never Degraded %s: %+v", reason, rc.Status.Conditions)
-	}
 }
 
 // TestWebhookRotation: mint and revoke reach the webhook in order; a
@@ -264,24 +270,24 @@ func TestWebhookRotation(t *testing.T) {
 	// The revocation is recorded in status after the Secret loses its .old
 	// keys: a Secret deleted in between makes rekey revoke generation 1
 	// again (the protocol allows it), so wait until it is recorded.
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "the revocation of generation 1 recorded", func(ctx context.Context) error {
 		rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
-		return err == nil && rc.Status.Phase == rotationv1alpha1.CredentialCompleted && rc.Status.CredentialGeneration == 2, nil
+		if err != nil {
+			return err
+		}
+		return phaseDiff(rc.Status, 2, rotationv1alpha1.CredentialCompleted)
 	})
-	if err != nil {
-		t.Fatalf("the revocation of generation 1 never recorded: %v", err)
-	}
 
 	if err := cluster.Admin.CoreV1().Secrets(ns).Delete(context.Background(), "cred", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSecret(t, ns, "minted again", 30*time.Second, func(s *corev1.Secret) bool { return generation(s) == 3 && s.Data["password"] != nil })
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 40*time.Second, true, func(context.Context) (bool, error) {
-		return strings.Join(hook.succeeded(), ",") == "mint 1,mint 2,revoke 1,mint 3,revoke 2", nil
+	framework.Eventually(t, 40*time.Second, "the webhook's calls", func(context.Context) error {
+		if diff := cmp.Diff([]string{"mint 1", "mint 2", "revoke 1", "mint 3", "revoke 2"}, hook.succeeded()); diff != "" {
+			return fmt.Errorf("(-want +got):\n%s", diff)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("webhook calls %v", hook.succeeded())
-	}
 }
 
 // TestClientCertificateRotation: the current tls.crt and tls.key
@@ -320,24 +326,11 @@ func TestClientCertificateRotation(t *testing.T) {
 	if got := whoAmIWith(s); got != "rcred-app" {
 		t.Fatalf("after the CA rotation started kube-apiserver sees %q", got)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		ca, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
-		return err == nil && ca.Status.Phase == rotationv1alpha1.PhasePrepared, nil
-	})
-	if err != nil {
-		t.Fatal("the CA rotation did not reach Prepared")
-	}
+	waitCAPhase(t, caName, rotationv1alpha1.PhasePrepared)
 	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var ca *rotationv1alpha1.CertificateAuthority
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		ca, err = cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
-		return err == nil && ca.Status.Phase == rotationv1alpha1.PhaseCompleted, nil
-	})
-	if err != nil {
-		t.Fatal("the CA rotation did not complete")
-	}
+	ca := waitCAPhase(t, caName, rotationv1alpha1.PhaseCompleted)
 	if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
 		t.Fatal(err)
 	}
@@ -368,15 +361,13 @@ func TestCredentialRotationSurvivesSIGKILL(t *testing.T) {
 	newCredential(t, ns, 30*time.Second, 20*time.Second, hook.minter(5))
 	kills := 0
 	seen := map[string]bool{}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(context.Background(), "cred", metav1.GetOptions{})
-		rc, rcErr := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(context.Background(), "cred", metav1.GetOptions{})
+	// Each look either finds the rotation finished, or kills and restarts
+	// rekey if it paused after a step since the last look.
+	err := framework.EventuallyErr(5*time.Minute, func(ctx context.Context) error {
+		s, err := cluster.Admin.CoreV1().Secrets(ns).Get(ctx, "cred", metav1.GetOptions{})
+		rc, rcErr := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
 		if err == nil && rcErr == nil && generation(s) == 2 && s.Data["password.old"] == nil && rc.Status.Phase == rotationv1alpha1.CredentialCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rotation did not finish after %d kills; webhook calls %v", kills, hook.succeeded())
+			return nil
 		}
 		entries, _ := os.ReadDir(pauseDir)
 		paused := false
@@ -397,11 +388,13 @@ func TestCredentialRotationSurvivesSIGKILL(t *testing.T) {
 			cluster.KillRekey()
 			kills++
 			if err := cluster.RestartRekeyWithEnv(env); err != nil {
-				t.Fatal(err)
+				return framework.Permanent(fmt.Errorf("restarting rekey after kill %d: %w", kills, err))
 			}
-			continue
 		}
-		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("not finished after %d kills", kills)
+	})
+	if err != nil {
+		t.Fatalf("the rotation did not finish: %v; webhook calls %v", err, hook.succeeded())
 	}
 	if kills < 5 {
 		t.Fatalf("only %d kills: the hook did not pause after every step", kills)
@@ -438,6 +431,21 @@ func TestCredentialRotationSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("calls out of order: %v", hook.calls)
 	}
 	t.Logf("%d kills; webhook calls %v", kills, hook.calls)
+}
+
+// credentialAt is the part of a RotatingCredential's status that says
+// where its rotation is.
+type credentialAt struct {
+	Generation int64
+	Phase      rotationv1alpha1.CredentialPhase
+}
+
+// phaseDiff says how status differs from generation gen in phase.
+func phaseDiff(status rotationv1alpha1.RotatingCredentialStatus, gen int64, phase rotationv1alpha1.CredentialPhase) error {
+	if diff := cmp.Diff(credentialAt{gen, phase}, credentialAt{status.CredentialGeneration, status.Phase}); diff != "" {
+		return fmt.Errorf("status (-want +got):\n%s", diff)
+	}
+	return nil
 }
 
 // credentialStatus reads the RotatingCredential "cred".
@@ -477,10 +485,11 @@ func TestRotateStartAndCompleteRotateOnce(t *testing.T) {
 	waitPhase := func(gen int64, phase rotationv1alpha1.CredentialPhase) {
 		t.Helper()
 		framework.Eventually(t, settleTimeout, fmt.Sprintf("generation %d phase %q", gen, phase), func(ctx context.Context) error {
-			if st := credentialStatus(t, ns); st.CredentialGeneration != gen || st.Phase != phase {
-				return fmt.Errorf("generation %d phase %q, want %d %q", st.CredentialGeneration, st.Phase, gen, phase)
+			rc, err := cluster.RekeyAdmin.RotationV1alpha1().RotatingCredentials(ns).Get(ctx, "cred", metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-			return nil
+			return phaseDiff(rc.Status, gen, phase)
 		})
 	}
 	waitPhase(1, rotationv1alpha1.CredentialPhaseNone)
@@ -635,14 +644,17 @@ func TestHangingWebhooksDoNotDelayOtherMinters(t *testing.T) {
 		return s
 	}
 	var mintedAfter, revokedAfter time.Duration
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 25*time.Second, true, func(context.Context) (bool, error) {
+	err := framework.EventuallyErr(25*time.Second, func(context.Context) error {
 		if s := secret("random"); mintedAfter == 0 && s != nil && generation(s) == 1 {
 			mintedAfter = time.Since(start)
 		}
 		if s := secret("leaked"); revokedAfter == 0 && s != nil && generation(s) == 2 && s.Data["token.old"] == nil {
 			revokedAfter = time.Since(start)
 		}
-		return mintedAfter > 0 && revokedAfter > 0, nil
+		if mintedAfter == 0 || revokedAfter == 0 {
+			return errors.New("not both done yet")
+		}
+		return nil
 	})
 	held := holding.Load()
 	t.Logf("with 20 hanging webhooks: Random minted after %v, the revocation done after %v; calls the webhook held then: %d", mintedAfter, revokedAfter, held)

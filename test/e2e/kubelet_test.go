@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"rekey.io/rekey/pkg/agent"
@@ -60,12 +60,6 @@ func credentialID(cert *x509.Certificate) string {
 func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
 	node := startKubelet(t, kubeletNode, []string{"--issuer-check-interval", "1s", "--wait-timeout", "2m"}, nil)
 	ctx := context.Background()
-	poll := func(what string, timeout time.Duration, ok func(context.Context) (bool, error)) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, ok); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
 	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
 	current := func() *x509.Certificate {
 		pair, err := store.Current()
@@ -77,7 +71,12 @@ func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
 	leaseRenewedWith := func(what string, cert *x509.Certificate) {
 		t.Helper()
 		id := credentialID(cert)
-		poll(what, 2*time.Minute, func(context.Context) (bool, error) { return credentialIDs(t, kubeletNode)[id], nil })
+		framework.Eventually(t, 2*time.Minute, what, func(context.Context) error {
+			if !credentialIDs(t, kubeletNode)[id] {
+				return fmt.Errorf("no lease update with %s in the audit log", id)
+			}
+			return nil
+		})
 	}
 	seen := []*x509.Certificate{current()}
 	leaseRenewedWith("a lease update with the bootstrap certificate", seen[0])
@@ -88,9 +87,11 @@ func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
 			t.Fatal(err)
 		}
 		var renewed *x509.Certificate
-		poll(fmt.Sprintf("the agent to renew in rotation %d", round), 2*time.Minute, func(context.Context) (bool, error) {
-			renewed = current()
-			return renewed != nil && !renewed.Equal(seen[len(seen)-1]), nil
+		framework.Eventually(t, 2*time.Minute, fmt.Sprintf("the agent renewing in rotation %d", round), func(context.Context) error {
+			if renewed = current(); renewed == nil || renewed.Equal(seen[len(seen)-1]) {
+				return errors.New("the store still holds the previous certificate")
+			}
+			return nil
 		})
 		ca = rotateAndWait(t, rotationv1alpha1.RotationComplete, true, rotationv1alpha1.PhaseCompleted)
 		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
@@ -153,21 +154,18 @@ func startKubelet(t *testing.T, name string, agentArgs, execArgs []string) *fram
 		_ = os.RemoveAll(dir)
 		_ = cluster.Admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "Node "+name+" Ready", func(ctx context.Context) error {
 		n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("conditions %+v", n.Status.Conditions)
 	})
-	if err != nil {
-		t.Fatalf("Node %s not Ready", name)
-	}
 	return node
 }
 
@@ -180,13 +178,13 @@ func TestKubeletFollowsDeadlineRenewals(t *testing.T) {
 	const name = "e2e-kubelet-deadlines"
 	node := startKubelet(t, name, []string{"--expiration-seconds", "600", "--renew-before", "590s", "--issuer-check-interval", "0"}, []string{"--renew-before", "590s"})
 	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		return len(credentialIDs(t, name)) >= 3, nil
+	var ids map[string]bool
+	framework.Eventually(t, 3*time.Minute, "lease updates with 3 distinct certificates", func(context.Context) error {
+		if ids = credentialIDs(t, name); len(ids) < 3 {
+			return fmt.Errorf("with %d", len(ids))
+		}
+		return nil
 	})
-	ids := credentialIDs(t, name)
-	if err != nil {
-		t.Fatalf("lease updates with %d distinct certificates, want 3", len(ids))
-	}
 	pair, err := store.Current()
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -94,13 +93,16 @@ func TestNodeClientRequestWithoutPermissionStaysPending(t *testing.T) {
 	// A permitted node's request made afterwards proves the approver ran.
 	node, _ := userClient(t, "system:node:e2e-node-2", "system:nodes")
 	create(t, node, nodeCSR(t, "node-2-client", "e2e-node-2"))
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 60*time.Second, "the permitted node's request issued", func(ctx context.Context) error {
 		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "node-2-client", metav1.GetOptions{})
-		return err == nil && len(csr.Status.Certificate) > 0, nil
+		if err != nil {
+			return err
+		}
+		if len(csr.Status.Certificate) == 0 {
+			return fmt.Errorf("no certificate: %+v", csr.Status.Conditions)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatal("the permitted node's request was not issued")
-	}
 	framework.Stays(t, 2*time.Second, "the request without permission left pending", func(ctx context.Context) error {
 		csr, err := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "rogue-client", metav1.GetOptions{})
 		if err != nil {
@@ -155,14 +157,12 @@ func TestSelfNodeClientPathThroughTheAggregator(t *testing.T) {
 // (one per test) tells them apart.
 func waitForAuditEvent(t *testing.T, log, verb, name, user string) {
 	t.Helper()
-	var seen int
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, fmt.Sprintf("%s: a %s of %s by %s", log, verb, name, user), func(context.Context) error {
 		data, err := os.ReadFile(log)
 		if err != nil {
-			return false, nil
+			return err
 		}
 		lines := strings.Split(string(data), "\n")
-		seen = len(lines)
 		for _, line := range lines {
 			var ev auditv1.Event
 			if json.Unmarshal([]byte(line), &ev) != nil || ev.ObjectRef == nil {
@@ -171,14 +171,11 @@ func waitForAuditEvent(t *testing.T, log, verb, name, user string) {
 			if ev.Stage == auditv1.StageResponseComplete && ev.Verb == verb && ev.ObjectRef.Resource == "certificatesigningrequests" &&
 				ev.ObjectRef.APIGroup == "certificates.rekey.io" && (ev.ObjectRef.Name == name || ev.ObjectRef.Name == "") && ev.User.Username == user &&
 				ev.ResponseStatus != nil && ev.ResponseStatus.Code == 201 {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("none among %d lines", len(lines))
 	})
-	if err != nil {
-		t.Fatalf("%s: no %s of %s by %s among %d lines", log, verb, name, user, seen)
-	}
 }
 
 // Nodes joining with one bootstrap token ask for their first certificates

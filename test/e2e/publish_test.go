@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/publisher"
@@ -51,33 +51,25 @@ func TestRotationIsPublishedToTheCluster(t *testing.T) {
 	ctbName := publisher.ClusterTrustBundleName("example.com/pub", "pub-ca")
 	published := func(want int) {
 		t.Helper()
-		var last string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		framework.Eventually(t, 60*time.Second, fmt.Sprintf("a bundle of %d certificate(s) published", want), func(ctx context.Context) error {
 			for _, ns := range []string{"pub-listed", "pub-selected"} {
 				cm, err := cluster.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "pub-ca-bundle", metav1.GetOptions{})
 				if err != nil {
-					last = err.Error()
-					return false, nil
+					return err
 				}
 				if n := strings.Count(cm.Data[publisher.BundleKey], "BEGIN CERTIFICATE"); n != want {
-					last = ns + ": wrong count"
-					return false, nil
+					return fmt.Errorf("%s: %d certificate(s)", ns, n)
 				}
 			}
 			ctb, err := cluster.Admin.CertificatesV1().ClusterTrustBundles().Get(ctx, ctbName, metav1.GetOptions{})
 			if err != nil {
-				last = err.Error()
-				return false, nil
+				return err
 			}
 			if ctb.Spec.SignerName != "example.com/pub" || strings.Count(ctb.Spec.TrustBundle, "BEGIN CERTIFICATE") != want {
-				last = "ClusterTrustBundle: wrong content"
-				return false, nil
+				return fmt.Errorf("ClusterTrustBundle for %s with %d certificate(s)", ctb.Spec.SignerName, strings.Count(ctb.Spec.TrustBundle, "BEGIN CERTIFICATE"))
 			}
-			return true, nil
+			return nil
 		})
-		if err != nil {
-			t.Fatalf("bundle with %d certificate(s) not published: %s", want, last)
-		}
 	}
 	published(1)
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
@@ -85,19 +77,21 @@ func TestRotationIsPublishedToTheCluster(t *testing.T) {
 	}
 	published(2)
 	// Requesters learn early: an event on the CA says the rotation started.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "a RotationPrepared event on the CA", func(ctx context.Context) error {
 		events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=pub-ca,reason=RotationPrepared"})
-		return err == nil && len(events.Items) > 0 && events.Items[0].InvolvedObject.Kind == "CertificateAuthority", nil
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 || events.Items[0].InvolvedObject.Kind != "CertificateAuthority" {
+			return fmt.Errorf("events %+v", events.Items)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatal("no RotationPrepared event on the CA")
-	}
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	published(1)
-	var ca *rotationv1alpha1.CertificateAuthority
-	ca, err = admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, "pub-ca", metav1.GetOptions{})
+	ca, err := admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, "pub-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

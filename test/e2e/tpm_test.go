@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"rekey.io/rekey/pkg/agent"
 	"rekey.io/rekey/pkg/agent/tpmnode"
@@ -172,9 +173,9 @@ func TestTPMNodeAttestation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if na.Status.Phase != attv1alpha1.NodeAttestationAttested || na.Status.BoundNode != "tpm-node-a" || na.Status.LastAttested == nil ||
-		!na.Status.LastAttested.FirstUse || na.Status.LastAttested.Request != issued.Name || na.Status.Challenge != nil {
-		t.Fatalf("NodeAttestation status %+v", na.Status)
+	want := attestationAt{Phase: attv1alpha1.NodeAttestationAttested, BoundNode: "tpm-node-a", LastRequest: issued.Name, FirstUse: true}
+	if diff := cmp.Diff(want, attestationOf(na)); diff != "" {
+		t.Fatalf("NodeAttestation status (-want +got):\n%s", diff)
 	}
 
 	// The same request again: its challenge is spent.
@@ -278,6 +279,24 @@ func TestTPMNodeAttestation(t *testing.T) {
 	requireAttestStatus(t, "tpm-node-a", "Refused", "PCRMismatch")
 }
 
+// attestationAt is what a NodeAttestation's status says of its last
+// attestation.
+type attestationAt struct {
+	Phase                attv1alpha1.NodeAttestationPhase
+	BoundNode            string
+	LastRequest          string
+	FirstUse             bool
+	ChallengeOutstanding bool
+}
+
+func attestationOf(na *attv1alpha1.NodeAttestation) attestationAt {
+	at := attestationAt{Phase: na.Status.Phase, BoundNode: na.Status.BoundNode, ChallengeOutstanding: na.Status.Challenge != nil}
+	if last := na.Status.LastAttested; last != nil {
+		at.LastRequest, at.FirstUse = last.Request, last.FirstUse
+	}
+	return at
+}
+
 func isRefusal(err error, reason string) bool {
 	var refusal *agent.AttestationRefusal
 	return errors.As(err, &refusal) && strings.Contains(err.Error(), reason)
@@ -310,18 +329,16 @@ func requireAttestStatus(t *testing.T, node string, want ...string) {
 	t.Helper()
 	plugin := framework.Binary(t, "kubectl-rekey")
 	env := []string{"PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")}
-	var out string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		stdout, _, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "attest", "status", node)
-		out = stdout
+	framework.Eventually(t, 30*time.Second, fmt.Sprintf("kubectl rekey attest status %s showing %v", node, want), func(context.Context) error {
+		stdout, stderr, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "attest", "status", node)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, stderr)
+		}
 		for _, w := range want {
-			if err != nil || !strings.Contains(stdout, w) {
-				return false, nil
+			if !strings.Contains(stdout, w) {
+				return fmt.Errorf("no %q in:\n%s", w, stdout)
 			}
 		}
-		return true, nil
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("kubectl rekey attest status %s does not show %v:\n%s", node, want, out)
-	}
 }
