@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -19,11 +20,10 @@ import (
 	"testing"
 	"time"
 
-	"crypto/tls"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
@@ -31,9 +31,11 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	"rekey.io/rekey/pkg/pki"
+	"rekey.io/rekey/pkg/signing"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -63,6 +65,17 @@ func newCA(t *testing.T) *pki.KeyPair {
 		t.Fatal(err)
 	}
 	return ca
+}
+
+// newCAAt is a CA made at now (its NotBefore follows from it).
+func newCAAt(t *testing.T, now time.Time) *pki.KeyPair {
+	t.Helper()
+	key := newKey(t)
+	cert, err := signing.NewSelfSignedCA("test CA", key, 24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki.KeyPair{Cert: cert, Key: key}
 }
 
 func newKey(t *testing.T) *ecdsa.PrivateKey {
@@ -273,9 +286,11 @@ func must(b []byte, err error) []byte {
 // fakeSigner answers creates like rekey with NodeClient issuance: the
 // create response holds the certificate, unless refuse is set.
 type fakeSigner struct {
-	t       *testing.T
-	ca      *pki.KeyPair
-	refuse  bool
+	t      *testing.T
+	ca     *pki.KeyPair
+	refuse bool
+	// pending answers creates with the request undecided.
+	pending bool
 	creates int
 	// paths are the subresources the creates went through ("" for the
 	// main resource); refusePaths answers those with 403.
@@ -290,6 +305,9 @@ func (f *fakeSigner) react(action k8stesting.Action) (bool, runtime.Object, erro
 		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("certificatesigningrequests"), csr.Name, errors.New("no permission"))
 	}
 	f.creates++
+	if f.pending {
+		return false, csr, nil
+	}
 	if f.refuse {
 		csr.Status.Conditions = []certv1alpha1.CertificateSigningRequestCondition{{Type: certv1alpha1.CertificateDenied, Status: metav1.ConditionTrue, Reason: "NotThisNode", Message: "no"}}
 		return false, csr, nil
@@ -372,6 +390,63 @@ func TestNodeClientPaths(t *testing.T) {
 	}
 	if want := []string{"nodeclient", ""}; !slices.Equal(f.paths, want) {
 		t.Fatalf("paths %q, want %q", f.paths, want)
+	}
+}
+
+// A request not decided at create is watched until it is: issued, or
+// deleted (the wait ends then, not at WaitTimeout).
+func TestOnceWatchesAnUndecidedRequest(t *testing.T) {
+	csrs := certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	for name, tc := range map[string]struct {
+		// decide is what happens to the request once the agent watches it.
+		decide func(f *fakeSigner, client *fake.Clientset, csr *certv1alpha1.CertificateSigningRequest) error
+		check  func(*tls.Certificate, error) bool
+	}{
+		"issued": {
+			decide: func(f *fakeSigner, client *fake.Clientset, csr *certv1alpha1.CertificateSigningRequest) error {
+				req, err := validation.ParseCSR(csr.Spec.Request)
+				if err != nil {
+					return err
+				}
+				csr.Status.Certificate = issue(t, f.ca, req.PublicKey, req.Subject.CommonName, time.Now().Add(-time.Minute), time.Hour)
+				return client.Tracker().Update(csrs, csr, "")
+			},
+			check: func(pair *tls.Certificate, err error) bool {
+				return err == nil && pair.Leaf.Subject.CommonName == "system:node:n1"
+			},
+		},
+		"deleted": {
+			decide: func(_ *fakeSigner, client *fake.Clientset, csr *certv1alpha1.CertificateSigningRequest) error {
+				return client.Tracker().Delete(csrs, "", csr.Name)
+			},
+			check: func(_ *tls.Certificate, err error) bool { return errors.Is(err, csrwait.ErrGone) },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeSigner{t: t, ca: newCA(t), pending: true}
+			m, client := newManager(t, f)
+			m.WaitTimeout = time.Minute
+			client.PrependWatchReactor("certificatesigningrequests", func(action k8stesting.Action) (bool, watch.Interface, error) {
+				w, err := client.Tracker().Watch(csrs, action.GetNamespace())
+				if err != nil {
+					return true, nil, err
+				}
+				list, err := client.Tracker().List(csrs, certv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "")
+				if err != nil {
+					return true, nil, err
+				}
+				for _, csr := range list.(*certv1alpha1.CertificateSigningRequestList).Items {
+					if err := tc.decide(f, client, csr.DeepCopy()); err != nil {
+						return true, nil, err
+					}
+				}
+				return true, w, nil
+			})
+			pair, err := m.Once(context.Background())
+			if !tc.check(pair, err) {
+				t.Fatalf("unexpected outcome: %v", err)
+			}
+		})
 	}
 }
 
@@ -592,8 +667,7 @@ func TestRenewBeforeBringsTheDeadlineForward(t *testing.T) {
 
 func TestTrustBundleRotating(t *testing.T) {
 	oldCA := newCA(t)
-	time.Sleep(1100 * time.Millisecond) // a later NotBefore for the new CA
-	freshCA := newCA(t)
+	freshCA := newCAAt(t, time.Now().Add(time.Hour)) // a later NotBefore
 	k := newKey(t)
 	leaf, err := validation.ParseCertificateChain(issue(t, oldCA, &k.PublicKey, "system:node:n1", time.Now().Add(-time.Minute), time.Hour))
 	if err != nil {
@@ -624,26 +698,34 @@ func TestTrustBundleRotating(t *testing.T) {
 func TestWatchIssuerWakesOnACAChange(t *testing.T) {
 	objects := caObjects(rotationv1alpha1.PhaseNone, newCA(t))
 	client := fake.NewSimpleClientset(objects...)
+	watching := make(chan struct{}, 10)
+	client.PrependWatchReactor("certificateauthorities", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(rotationv1alpha1.SchemeGroupVersion.WithResource("certificateauthorities"), action.GetNamespace())
+		watching <- struct{}{}
+		return true, w, err
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := make(chan struct{}, 1)
 	go WatchIssuer(ctx, func() (clientset.Interface, error) { return client, nil }, DefaultSigner, wake)
-	ca := objects[1].(*rotationv1alpha1.CertificateAuthority).DeepCopy()
-	ca.Status.Phase = rotationv1alpha1.PhasePreparing
-	deadline := time.After(10 * time.Second)
-	for {
-		// The watch may start after the first update: update until woken.
-		if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	within := func(what string, ch <-chan struct{}) {
+		t.Helper()
 		select {
-		case <-wake:
-			return
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("not woken by the CA's change")
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
 		}
 	}
+	within("the CA is not watched", watching)
+	// Once watching, the agent looks at once (the CA may have changed
+	// while nothing watched it).
+	within("no look when the watch started", wake)
+	ca := objects[1].(*rotationv1alpha1.CertificateAuthority).DeepCopy()
+	ca.Status.Phase = rotationv1alpha1.PhasePreparing
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	within("not woken by the CA's change", wake)
 }
 
 func TestWatchIssuerStopsWithoutPermission(t *testing.T) {

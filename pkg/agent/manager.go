@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -12,13 +11,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/controller/csrutil"
+	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certclient "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
@@ -60,14 +58,10 @@ type Manager struct {
 // use meanwhile.
 func (m *Manager) IssuerCheckErr() error { return m.checkErr }
 
-// Refusal is a request its signer or approver turned down.
-type Refusal struct {
-	Request, Condition, Reason, Message string
-}
-
-func (r *Refusal) Error() string {
-	return fmt.Sprintf("certificate request %s was %s (%s): %s", r.Request, r.Condition, r.Reason, r.Message)
-}
+// Refusal is a request its signer or approver turned down (Denied,
+// Failed, Attested=False), or one the agent refuses itself: a request of
+// its name for another key, or one nothing will decide.
+type Refusal = csrwait.RefusedError
 
 // Due says whether cert must be renewed now: past its renewal deadline,
 // or no longer what the template asks for.
@@ -257,81 +251,33 @@ func sameKey(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) err
 	return nil
 }
 
-// wait watches the one request until it has a certificate for key, or is
-// denied or failed, or WaitTimeout passes. A broken watch is re-established
-// from a fresh read.
+// wait returns the certificate of csr, which must be for key: at once
+// when the request is decided already (a create answered with the
+// certificate), else by watching the request (csrwait) until it is issued,
+// refused, deleted or replaced, or WaitTimeout passes.
 func (m *Manager) wait(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) ([]byte, error) {
-	timeout := m.WaitTimeout
-	if timeout <= 0 {
-		timeout = 15 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
-	for {
-		if done, cert, err := decided(csr, key); done {
-			return cert, err
+	done, certPEM, err := csrwait.Decided(csr)
+	if !done {
+		timeout := m.WaitTimeout
+		if timeout <= 0 {
+			timeout = 15 * time.Minute
 		}
-		w, err := csrs.Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", csr.Name).String(),
-			ResourceVersion: csr.ResourceVersion,
-		})
-		if err == nil {
-			csr = watchUntilDecided(w, csr, key)
-			w.Stop()
-			if done, cert, err := decided(csr, key); done {
-				return cert, err
-			}
-		}
-		if ctx.Err() != nil {
+		waitCtx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		certPEM, err = csrwait.WaitForCertificate(waitCtx, client, csr.Name, csr.UID)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, &TimeoutError{Request: csr.Name, Wait: timeout}
 		}
-		latest, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, &TimeoutError{Request: csr.Name, Wait: timeout}
-			}
-			time.Sleep(time.Second)
-			continue
-		}
-		csr = latest
 	}
-}
-
-func watchUntilDecided(w watch.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) *certv1alpha1.CertificateSigningRequest {
-	for ev := range w.ResultChan() {
-		got, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
-		if !ok || got.Name != csr.Name {
-			continue
-		}
-		csr = got
-		if done, _, _ := decided(csr, key); done {
-			return csr
-		}
-	}
-	return csr
-}
-
-// decided reports whether the request is finished: issued (with the
-// certificate, which must be for key), denied or failed.
-func decided(csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (bool, []byte, error) {
-	for _, c := range csr.Status.Conditions {
-		// A request whose attestation was refused is never approved: its
-		// challenge is spent.
-		if c.Type == certv1alpha1.CertificateDenied || c.Type == certv1alpha1.CertificateFailed ||
-			(c.Type == certv1alpha1.CertificateAttested && c.Status == metav1.ConditionFalse) {
-			return true, nil, &Refusal{Request: csr.Name, Condition: string(c.Type), Reason: c.Reason, Message: c.Message}
-		}
-	}
-	if len(csr.Status.Certificate) == 0 {
-		return false, nil, nil
-	}
-	certs, err := validation.ParseCertificateChain(csr.Status.Certificate)
 	if err != nil {
-		return true, nil, fmt.Errorf("certificate request %s: the certificate does not parse: %w", csr.Name, err)
+		return nil, err
+	}
+	certs, err := validation.ParseCertificateChain(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("certificate request %s: the certificate does not parse: %w", csr.Name, err)
 	}
 	if !signing.PublicKeysEqual(certs[0].PublicKey, key.Public()) {
-		return true, nil, fmt.Errorf("certificate request %s: the certificate is not for the requested key", csr.Name)
+		return nil, fmt.Errorf("certificate request %s: the certificate is not for the requested key", csr.Name)
 	}
-	return true, bytes.Clone(csr.Status.Certificate), nil
+	return certPEM, nil
 }

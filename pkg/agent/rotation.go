@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 
@@ -112,24 +114,31 @@ func TrustBundleRotating(path string, leaf *x509.Certificate) (bool, string, err
 // at once when the agent may not read the Signer or the CA (the periodic
 // look, or the trust bundle, is then all there is).
 func WatchIssuer(ctx context.Context, newClient func() (clientset.Interface, error), signerName string, wake chan<- struct{}) {
-	backoff := time.Second
+	backoff := watchBackoff()
 	for ctx.Err() == nil {
 		err := watchIssuerOnce(ctx, newClient, signerName, wake)
 		if apierrors.IsForbidden(err) {
 			klog.FromContext(ctx).Info("Not watching the issuing CA: no permission to read it", "signerName", signerName)
 			return
 		}
+		if err == nil {
+			// The watch ran until the server ended it: start again soon.
+			backoff = watchBackoff()
+		}
+		timer := time.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-time.After(backoff):
-		}
-		if err != nil {
-			backoff = min(2*backoff, time.Minute)
-		} else {
-			backoff = time.Second
+		case <-timer.C:
 		}
 	}
+}
+
+// watchBackoff is the wait before watching the issuing CA again: 1s, then
+// doubling up to a minute while the watch cannot be established.
+func watchBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
 }
 
 func watchIssuerOnce(ctx context.Context, newClient func() (clientset.Interface, error), signerName string, wake chan<- struct{}) error {

@@ -1,7 +1,3 @@
-// Package agent is rekey-agent's certificate manager: it keeps a node's
-// client (and serving) certificate in a directory, bootstraps it through
-// certificates.rekey.io, and renews it before it expires, as the kubelet's
-// certificate manager does against certificates.k8s.io.
 package agent
 
 import (

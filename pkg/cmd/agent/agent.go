@@ -1,7 +1,7 @@
-// Package agent is rekey-agent's command line: `run` bootstraps and renews
-// a node's client certificate, `exec-credential` hands the current one to
-// client-go (the kubelet's kubeconfig can name rekey-agent as its exec
-// credential plugin).
+// Package agent is rekey-agent's command line: the flags of `run`, wired
+// into pkg/agent's managers and run loop, and `exec-credential`, which
+// hands the current client certificate to client-go (the kubelet's
+// kubeconfig can name rekey-agent as its exec credential plugin).
 package agent
 
 import (
@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"time"
@@ -160,8 +159,8 @@ func (o *RunOptions) Validate() error {
 	return nil
 }
 
-// Run bootstraps or renews, then (unless Once) keeps renewing until ctx is
-// done, backing off exponentially (1s to 5m, jittered) after failures.
+// Run builds the certificate managers the flags describe and runs them
+// (agent.Run).
 func (o *RunOptions) Run(ctx context.Context) error {
 	// Before anything is asked or written: a directory others may write
 	// would let them plant links where the key is written.
@@ -232,80 +231,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	// A watch on the client certificate's CA wakes the loop as soon as it
-	// rotates; the periodic look stays as the safety net.
-	wake := make(chan struct{}, 1)
-	if !o.Once && o.IssuerCheckInterval > 0 {
-		go agent.WatchIssuer(ctx, func() (clientset.Interface, error) {
-			current, err := clientStore.Current()
-			if err != nil {
-				return nil, err
-			}
-			return clientFor(bootstrap)(current)
-		}, o.SignerName, wake)
-	}
-	logger := klog.FromContext(ctx)
-	backoff := time.Second
-	for {
-		next, err := o.renew(ctx, managers, clientStore, bootstrap)
-		if o.Once {
-			return err
-		}
-		if err == nil {
-			// The certificates are good, but the server could not be
-			// asked about their CA: look again with backoff.
-			for _, m := range managers {
-				if checkErr := m.IssuerCheckErr(); checkErr != nil {
-					err = checkErr
-				}
-			}
-		}
-		wait := time.Until(next)
-		if err != nil {
-			wait = time.Duration(float64(backoff) * (0.5 + rand.Float64()))
-			logger.Error(err, "Certificate not renewed; retrying", "in", wait)
-			backoff = min(2*backoff, 5*time.Minute)
-		} else {
-			backoff = time.Second
-			logger.V(2).Info("Next look", "at", next.UTC())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-time.After(max(wait, 0)):
-		}
-	}
-}
-
-// renew runs every manager once (the client certificate first: the serving
-// one is asked for with it) and returns the earliest renewal deadline.
-func (o *RunOptions) renew(ctx context.Context, managers []*agent.Manager, clientStore *agent.Store, bootstrap *clientcmdapi.Config) (time.Time, error) {
-	var next time.Time
-	var errs []error
-	for i, m := range managers {
-		pair, err := m.Once(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m.Store.Prefix, err))
-			if i == 0 {
-				// Without a client certificate, nothing else can be asked.
-				break
-			}
-			continue
-		}
-		if i == 0 && o.Kubeconfig != "" {
-			if err := agent.WriteNodeKubeconfig(o.Kubeconfig, bootstrap, clientStore); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if d := m.Deadline(pair.Leaf); next.IsZero() || d.Before(next) {
-			next = d
-		}
-	}
-	if check := time.Now().Add(o.IssuerCheckInterval); o.IssuerCheckInterval > 0 && check.Before(next) {
-		next = check
-	}
-	return next, errors.Join(errs...)
+	return agent.Run(ctx, agent.Config{Managers: managers, Kubeconfig: o.Kubeconfig, Bootstrap: bootstrap, IssuerCheckInterval: o.IssuerCheckInterval, Once: o.Once})
 }
 
 // serveMetrics serves /metrics until ctx is done.

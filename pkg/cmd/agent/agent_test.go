@@ -3,16 +3,11 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"rekey.io/rekey/pkg/agent"
-	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
 func TestRunOptionsValidate(t *testing.T) {
@@ -47,25 +42,6 @@ func TestRunOptionsValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error naming %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// Without a client certificate nothing else is asked for: the serving
-// certificate is requested as the node.
-func TestRenewStopsWhenTheClientCertificateFails(t *testing.T) {
-	dir := t.TempDir()
-	asked := 0
-	failing := func(*tls.Certificate) (clientset.Interface, error) {
-		asked++
-		return nil, errors.New("server down")
-	}
-	managers := []*agent.Manager{
-		{Store: &agent.Store{Dir: dir, Prefix: agent.PrefixClient}, Template: agent.ClientTemplate(DefaultSignerName, "n"), NewClient: failing},
-		{Store: &agent.Store{Dir: dir, Prefix: agent.PrefixServer}, Template: agent.ServingTemplate(DefaultServingSignerName, "n", []string{"n"}, nil), NewClient: failing},
-	}
-	_, err := (&RunOptions{}).renew(context.Background(), managers, managers[0].Store, nil)
-	if err == nil || !strings.Contains(err.Error(), "rekey-client") || asked != 1 {
-		t.Fatalf("err %v after %d attempts, want the client's failure only", err, asked)
 	}
 }
 
