@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/controller/signer"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/test/framework"
+)
+
+// TestSignerReadinessFollowsItsCA: deleting the CertificateAuthority a
+// Signer uses turns the Signer Ready=False at once, with the reason, and
+// making the CA again turns it Ready=True (it stayed Ready=True for
+// minutes while approved requests were silently never signed).
+func TestSignerReadinessFollowsItsCA(t *testing.T) {
+	t.Parallel()
+	srv := framework.StartStandalone(t, t.TempDir())
+	client := srv.Client
+	spec := rotationv1alpha1.CertificateAuthoritySpec{CommonName: "gone CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256}
+	createCAAndSigner(t, client, "gone", spec)
+	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionTrue, "CAReady")
+
+	if err := client.RotationV1alpha1().CertificateAuthorities().Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// "At once": well inside the 5 s the controllers' informers need at
+	// worst, far from the minutes of a resync.
+	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionFalse, signer.ReasonCANotFound)
+
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(context.Background(), &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: spec,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionTrue, "CAReady")
+}
+
+func waitForSignerReady(t *testing.T, client clientset.Interface, name string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	framework.Eventually(t, 10*time.Second, fmt.Sprintf("Signer %s Ready=%s %s", name, status, reason), func(ctx context.Context) error {
+		s, err := client.CertificatesV1alpha1().Signers().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := apimeta.FindStatusCondition(s.Status.Conditions, certv1alpha1.SignerReady)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("Ready is %+v", c)
+		}
+		return nil
+	})
+}
