@@ -27,7 +27,6 @@ import (
 	"rekey.io/rekey/pkg/agent/tpmnode"
 	attv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
@@ -99,8 +98,8 @@ func attestedCSR(t *testing.T, client clientset.Interface, attestor *agent.TPMAt
 // no certificate and an Attested=False condition of the reason.
 func requireRefusedAtCreate(t *testing.T, what string, got *certv1alpha1.CertificateSigningRequest, reason string) {
 	t.Helper()
-	c := csrutil.Condition(got, certv1alpha1.CertificateAttested)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || len(got.Status.Certificate) > 0 || csrutil.Condition(got, certv1alpha1.CertificateApproved) != nil {
+	c := certv1alpha1.GetCondition(got, certv1alpha1.CertificateAttested)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || len(got.Status.Certificate) > 0 || certv1alpha1.GetCondition(got, certv1alpha1.CertificateApproved) != nil {
 		t.Fatalf("%s: want Attested=False %s and nothing issued, got %+v", what, reason, got.Status)
 	}
 }
@@ -155,10 +154,10 @@ func TestTPMNodeAttestation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := csrutil.Condition(issued, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "e2e-tpm") || !strings.Contains(c.Message, "[0 7]") {
+	if c := certv1alpha1.GetCondition(issued, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "e2e-tpm") || !strings.Contains(c.Message, "[0 7]") {
 		t.Fatalf("Attested condition %+v", c)
 	}
-	if a := csrutil.Condition(issued, certv1alpha1.CertificateApproved); a == nil || a.Reason != "AutoApproved" {
+	if a := certv1alpha1.GetCondition(issued, certv1alpha1.CertificateApproved); a == nil || a.Reason != "AutoApproved" {
 		t.Fatalf("not approved at create: %+v", issued.Status.Conditions)
 	}
 	if len(issued.Status.Certificate) == 0 {
@@ -247,7 +246,7 @@ func TestTPMNodeAttestation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := create(t, bootstrapClient, eccCSR); len(got.Status.Certificate) == 0 || csrutil.Condition(got, certv1alpha1.CertificateAttested).Status != metav1.ConditionTrue {
+	if got := create(t, bootstrapClient, eccCSR); len(got.Status.Certificate) == 0 || certv1alpha1.GetCondition(got, certv1alpha1.CertificateAttested).Status != metav1.ConditionTrue {
 		t.Fatalf("the ECC EK's attestation: %+v", got.Status)
 	}
 

@@ -15,7 +15,6 @@ import (
 	attv1alpha1 "rekey.io/rekey/pkg/apis/attestation/v1alpha1"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/attest"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
@@ -77,7 +76,7 @@ func TestTPMAttestationIsTheNodesAlone(t *testing.T) {
 		client clientset.Interface
 	}{{"requester", requester}, {"n2", n2Client}} {
 		got := create(t, from.client, junk("tpm-iso-junk-from-"+from.name))
-		if c := csrutil.Condition(got, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionFalse || len(got.Status.Certificate) > 0 {
+		if c := certv1alpha1.GetCondition(got, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionFalse || len(got.Status.Certificate) > 0 {
 			t.Fatalf("junk evidence from %s: %+v", from.name, got.Status)
 		}
 	}
@@ -106,7 +105,7 @@ func TestTPMAttestationIsTheNodesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := csrutil.Condition(issued, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionTrue || len(issued.Status.Certificate) == 0 {
+	if c := certv1alpha1.GetCondition(issued, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionTrue || len(issued.Status.Certificate) == 0 {
 		t.Fatalf("n1's genuine answer after the junk: %+v", issued.Status)
 	}
 	na, err := cluster.RekeyAdmin.AttestationV1alpha1().NodeAttestations().Get(ctx, n1, metav1.GetOptions{})

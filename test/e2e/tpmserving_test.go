@@ -15,7 +15,6 @@ import (
 	"rekey.io/rekey/pkg/agent/tpmnode"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
@@ -88,7 +87,7 @@ func TestTPMServingNamesOnlyTheNodesAddresses(t *testing.T) {
 	} {
 		got := create(t, node, withEvidence(tc.csr))
 		requireRefusedAtCreate(t, tc.csr.Name, got, "AddressRefused")
-		if c := csrutil.Condition(got, certv1alpha1.CertificateAttested); !strings.Contains(c.Message, tc.rule) {
+		if c := certv1alpha1.GetCondition(got, certv1alpha1.CertificateAttested); !strings.Contains(c.Message, tc.rule) {
 			t.Errorf("%s: Attested message %q does not name %q", tc.csr.Name, c.Message, tc.rule)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"rekey.io/rekey/pkg/agent"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
@@ -45,7 +44,7 @@ func TestHugeSubjectLeavesRequestDecidable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := csrutil.Condition(created, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionFalse {
+		if c := certv1alpha1.GetCondition(created, certv1alpha1.CertificateAttested); c == nil || c.Status != metav1.ConditionFalse {
 			t.Fatalf("%s: want Attested=False, got %+v", name, created.Status.Conditions)
 		}
 		requireCapped(created)
@@ -74,7 +73,7 @@ func TestHugeSubjectLeavesRequestDecidable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if csrutil.Condition(approved, certv1alpha1.CertificateFailed) == nil {
+	if certv1alpha1.GetCondition(approved, certv1alpha1.CertificateFailed) == nil {
 		t.Fatalf("the policy did not refuse the subject: %+v", approved.Status.Conditions)
 	}
 	requireCapped(approved)

@@ -1,23 +1,28 @@
 package certificates
 
-// HasCondition reports whether a condition of the given type is present.
-// Approved, Denied and Failed only ever have status True, so presence is
-// what matters (seed 003).
-func HasCondition(status CertificateSigningRequestStatus, t RequestConditionType) bool {
-	for _, c := range status.Conditions {
-		if c.Type == t {
-			return true
+// GetCondition returns the condition of the given type, or nil. Validation
+// and the registry strategy share it. Approved, Denied and Failed only ever
+// have status True, so presence is what matters for them (seed 003).
+func GetCondition(csr *CertificateSigningRequest, t RequestConditionType) *CertificateSigningRequestCondition {
+	for i := range csr.Status.Conditions {
+		if csr.Status.Conditions[i].Type == t {
+			return &csr.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // IsApproved reports whether the request carries an Approved condition.
 func IsApproved(csr *CertificateSigningRequest) bool {
-	return HasCondition(csr.Status, CertificateApproved)
+	return GetCondition(csr, CertificateApproved) != nil
 }
 
 // IsDenied reports whether the request carries a Denied condition.
 func IsDenied(csr *CertificateSigningRequest) bool {
-	return HasCondition(csr.Status, CertificateDenied)
+	return GetCondition(csr, CertificateDenied) != nil
+}
+
+// IsFailed reports whether the request carries a Failed condition.
+func IsFailed(csr *CertificateSigningRequest) bool {
+	return GetCondition(csr, CertificateFailed) != nil
 }

@@ -26,7 +26,6 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/controller/csrcontroller"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
@@ -65,7 +64,7 @@ func NewController(client clientset.Interface, signerInformer certinformers.Sign
 		signerSynced: signerInformer.Informer().HasSynced,
 	}
 	c.pending = newPendingRequests(client, transform, func(obj any) { c.csrs.Enqueue(obj) })
-	c.csrs = csrcontroller.NewFromSource("approver", c.pending.get, c.pending.list, c.signerSynced, csrutil.IsPending, c.Handle)
+	c.csrs = csrcontroller.NewFromSource("approver", c.pending.get, c.pending.list, c.signerSynced, certv1alpha1.IsPending, c.Handle)
 	_, _ = signerInformer.Informer().AddEventHandler(c.pending.signerHandler())
 	return c
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
@@ -91,7 +90,7 @@ func (p *pendingRequests) watch(signerName string) {
 	// would not.
 	ours := func(obj any) bool {
 		csr, ok := obj.(*certv1alpha1.CertificateSigningRequest)
-		return ok && csr.Spec.SignerName == signerName && csrutil.IsPending(csr)
+		return ok && csr.Spec.SignerName == signerName && certv1alpha1.IsPending(csr)
 	}
 	_, _ = informer.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: ours,

@@ -16,7 +16,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 )
 
@@ -30,7 +29,7 @@ func selectFieldsAsTheServerDoes(client *fake.Clientset) {
 			return false
 		}
 		state := "other"
-		if csrutil.IsPending(csr) {
+		if certv1alpha1.IsPending(csr) {
 			state = certv1alpha1.StatePending
 		}
 		return sel.Matches(fields.Set{certv1alpha1.StateField: state, certv1alpha1.SignerNameField: csr.Spec.SignerName})

@@ -18,7 +18,6 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/issuance"
 )
@@ -126,7 +125,7 @@ func Due(csr *certv1alpha1.CertificateSigningRequest, now time.Time) (string, bo
 		}
 	}
 	for _, t := range []certv1alpha1.RequestConditionType{certv1alpha1.CertificateApproved, certv1alpha1.CertificateDenied, certv1alpha1.CertificateFailed} {
-		if cond := csrutil.Condition(csr, t); cond != nil {
+		if cond := certv1alpha1.GetCondition(csr, t); cond != nil {
 			at := cond.LastUpdateTime.Time
 			if at.IsZero() {
 				at = csr.CreationTimestamp.Time
@@ -136,7 +135,7 @@ func Due(csr *certv1alpha1.CertificateSigningRequest, now time.Time) (string, bo
 			}
 		}
 	}
-	if csrutil.IsPending(csr) && now.Sub(csr.CreationTimestamp.Time) > PendingExpiration {
+	if certv1alpha1.IsPending(csr) && now.Sub(csr.CreationTimestamp.Time) > PendingExpiration {
 		return "pending for more than 24h", true
 	}
 	return "", false

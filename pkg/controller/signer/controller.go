@@ -21,7 +21,6 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/csrcontroller"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
@@ -67,7 +66,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 		signerQueue:  runner.NewQueue[string]("signer-status"),
 		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
 	}
-	c.csrs = csrcontroller.New("signer", csrInformer, csrutil.NeedsSigning, c.Handle)
+	c.csrs = csrcontroller.New("signer", csrInformer, certv1alpha1.NeedsSigning, c.Handle)
 	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.forget})
 	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueSigner,
@@ -169,7 +168,7 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 		return nil
 	}
 	approvedAt := time.Time{}
-	if approved := csrutil.Condition(csr, certv1alpha1.CertificateApproved); approved != nil {
+	if approved := certv1alpha1.GetCondition(csr, certv1alpha1.CertificateApproved); approved != nil {
 		approvedAt = approved.LastUpdateTime.Time
 	}
 	outcome, err := c.signing.Sign(ctx, signer, csr, approvedAt, issuer.PathController)

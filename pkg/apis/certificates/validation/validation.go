@@ -245,12 +245,12 @@ func validateStatusUpdate(newCSR, oldCSR *certificates.CertificateSigningRequest
 	fldPath := field.NewPath("status")
 	allErrs := validateConditions(fldPath.Child("conditions"), newCSR.Status.Conditions)
 	for _, t := range []certificates.RequestConditionType{certificates.CertificateApproved, certificates.CertificateDenied, certificates.CertificateFailed, certificates.CertificateAttested} {
-		if certificates.HasCondition(oldCSR.Status, t) && !certificates.HasCondition(newCSR.Status, t) {
+		if certificates.GetCondition(oldCSR, t) != nil && certificates.GetCondition(newCSR, t) == nil {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("conditions"), fmt.Sprintf("updates may not remove a condition of type %q", t)))
 		}
 	}
 	// Attested is what the server verified at create; no client writes it.
-	if oldC, newC := findCondition(oldCSR, certificates.CertificateAttested), findCondition(newCSR, certificates.CertificateAttested); newC != nil &&
+	if oldC, newC := certificates.GetCondition(oldCSR, certificates.CertificateAttested), certificates.GetCondition(newCSR, certificates.CertificateAttested); newC != nil &&
 		(oldC == nil || oldC.Status != newC.Status || oldC.Reason != newC.Reason || oldC.Message != newC.Message) {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("conditions"),
 			fmt.Sprintf("a condition of type %q is recorded by the server when the request is created; updates may not add or change it", certificates.CertificateAttested)))
@@ -264,7 +264,7 @@ func validateStatusUpdate(newCSR, oldCSR *certificates.CertificateSigningRequest
 	case len(newCSR.Status.Certificate) > 0:
 		if !certificates.IsApproved(newCSR) {
 			allErrs = append(allErrs, field.Forbidden(certPath, "a certificate may only be set on an Approved request"))
-		} else if certificates.HasCondition(newCSR.Status, certificates.CertificateFailed) {
+		} else if certificates.IsFailed(newCSR) {
 			allErrs = append(allErrs, field.Forbidden(certPath, "a certificate may not be set on a Failed request"))
 		}
 		allErrs = append(allErrs, ValidateCertificate(certPath, newCSR.Status.Certificate)...)
@@ -275,7 +275,7 @@ func validateStatusUpdate(newCSR, oldCSR *certificates.CertificateSigningRequest
 func forbidApprovalChange(newCSR, oldCSR *certificates.CertificateSigningRequest, via string) field.ErrorList {
 	var allErrs field.ErrorList
 	for _, t := range []certificates.RequestConditionType{certificates.CertificateApproved, certificates.CertificateDenied} {
-		oldC, newC := findCondition(oldCSR, t), findCondition(newCSR, t)
+		oldC, newC := certificates.GetCondition(oldCSR, t), certificates.GetCondition(newCSR, t)
 		if oldC == nil && newC != nil {
 			allErrs = append(allErrs, field.Forbidden(field.NewPath("status", "conditions"),
 				fmt.Sprintf("a condition of type %q can only be added through the /approval subresource, not %s", t, via)))
@@ -285,15 +285,6 @@ func forbidApprovalChange(newCSR, oldCSR *certificates.CertificateSigningRequest
 		}
 	}
 	return allErrs
-}
-
-func findCondition(csr *certificates.CertificateSigningRequest, t certificates.RequestConditionType) *certificates.CertificateSigningRequestCondition {
-	for i := range csr.Status.Conditions {
-		if csr.Status.Conditions[i].Type == t {
-			return &csr.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // ValidateCertificate checks status.certificate: one or more CERTIFICATE PEM

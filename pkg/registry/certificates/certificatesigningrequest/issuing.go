@@ -170,7 +170,7 @@ func (s *issuingStorage) GuaranteedUpdate(ctx context.Context, key string, desti
 			return obj, ttl, nil
 		}
 		approvedAt := time.Time{}
-		if c := findCondition(csr, certificates.CertificateApproved); c != nil {
+		if c := certificates.GetCondition(csr, certificates.CertificateApproved); c != nil {
 			approvedAt = c.LastUpdateTime.Time
 		}
 		outcome, err := w.decide(string(csr.UID), func() (issuer.Outcome, error) { return s.issuer.AtApproval(ctx, csr, approvedAt) })
@@ -189,9 +189,7 @@ func isPending(csr *certificates.CertificateSigningRequest) bool {
 
 // needsCertificate: approved, not denied, not failed, no certificate.
 func needsCertificate(csr *certificates.CertificateSigningRequest) bool {
-	return findCondition(csr, certificates.CertificateApproved) != nil &&
-		findCondition(csr, certificates.CertificateDenied) == nil &&
-		findCondition(csr, certificates.CertificateFailed) == nil &&
+	return certificates.IsApproved(csr) && !certificates.IsDenied(csr) && !certificates.IsFailed(csr) &&
 		len(csr.Status.Certificate) == 0
 }
 
@@ -205,7 +203,7 @@ func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcom
 			Type: t, Status: metav1.ConditionTrue, Reason: d.Reason, Message: message.Cap(d.Message), LastUpdateTime: now, LastTransitionTime: now,
 		})
 	}
-	if a := out.Attestation; a != nil && findCondition(csr, certificates.CertificateAttested) == nil {
+	if a := out.Attestation; a != nil && certificates.GetCondition(csr, certificates.CertificateAttested) == nil {
 		status := metav1.ConditionFalse
 		if a.Passed {
 			status = metav1.ConditionTrue
@@ -215,7 +213,7 @@ func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcom
 		})
 		addOwnership(csr, managerApprover, "approval", now, conditionPaths(certificates.CertificateAttested)...)
 	}
-	if out.Approval != nil && findCondition(csr, certificates.CertificateApproved) == nil {
+	if out.Approval != nil && certificates.GetCondition(csr, certificates.CertificateApproved) == nil {
 		addCondition(certificates.CertificateApproved, out.Approval)
 		addOwnership(csr, managerApprover, "approval", now, conditionPaths(certificates.CertificateApproved)...)
 	}

@@ -188,7 +188,7 @@ func TestApprovalWriteCarriesTheCertificate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		failed := findCondition(written.(*certificates.CertificateSigningRequest), certificates.CertificateFailed)
+		failed := certificates.GetCondition(written.(*certificates.CertificateSigningRequest), certificates.CertificateFailed)
 		if failed == nil || failed.Reason != "SignerPolicyViolation" || !failed.LastUpdateTime.Time.Equal(now) {
 			t.Fatalf("Failed condition %+v", failed)
 		}
@@ -222,7 +222,7 @@ func TestCreateWriteCarriesApprovalAndCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	csr := inner.written.(*certificates.CertificateSigningRequest)
-	approved := findCondition(csr, certificates.CertificateApproved)
+	approved := certificates.GetCondition(csr, certificates.CertificateApproved)
 	if approved == nil || approved.Reason != issuer.ReasonAutoApproved || string(csr.Status.Certificate) != "cert" || State(csr) != "Issued" {
 		t.Fatalf("stored %+v", csr.Status)
 	}
@@ -335,12 +335,12 @@ func TestCreateWriteCarriesTheAttestation(t *testing.T) {
 			t.Fatal(err)
 		}
 		csr := inner.written.(*certificates.CertificateSigningRequest)
-		c := findCondition(csr, certificates.CertificateAttested)
+		c := certificates.GetCondition(csr, certificates.CertificateAttested)
 		want := metav1.ConditionFalse
 		if passed {
 			want = metav1.ConditionTrue
 		}
-		if c == nil || c.Status != want || c.Reason != "R" || c.Message != "M" || (findCondition(csr, certificates.CertificateApproved) != nil) != passed {
+		if c == nil || c.Status != want || c.Reason != "R" || c.Message != "M" || (certificates.GetCondition(csr, certificates.CertificateApproved) != nil) != passed {
 			t.Fatalf("passed=%v: stored %+v", passed, csr.Status)
 		}
 		owned := false

@@ -204,7 +204,7 @@ func stampConditionTimes(newCSR, oldCSR *certificates.CertificateSigningRequest,
 	stamp := metav1.NewTime(now)
 	for i := range newCSR.Status.Conditions {
 		c := &newCSR.Status.Conditions[i]
-		old := findCondition(oldCSR, c.Type)
+		old := certificates.GetCondition(oldCSR, c.Type)
 		switch {
 		case old != nil && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message:
 			c.LastUpdateTime, c.LastTransitionTime = old.LastUpdateTime, old.LastTransitionTime
@@ -214,15 +214,6 @@ func stampConditionTimes(newCSR, oldCSR *certificates.CertificateSigningRequest,
 			c.LastUpdateTime, c.LastTransitionTime = stamp, stamp
 		}
 	}
-}
-
-func findCondition(csr *certificates.CertificateSigningRequest, t certificates.RequestConditionType) *certificates.CertificateSigningRequestCondition {
-	for i := range csr.Status.Conditions {
-		if csr.Status.Conditions[i].Type == t {
-			return &csr.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // GetAttrs returns the labels and selectable fields of a request.
@@ -248,13 +239,13 @@ func SelectableFields(csr *certificates.CertificateSigningRequest) fields.Set {
 // Pending before a decision.
 func State(csr *certificates.CertificateSigningRequest) string {
 	switch {
-	case findCondition(csr, certificates.CertificateDenied) != nil:
+	case certificates.GetCondition(csr, certificates.CertificateDenied) != nil:
 		return certv1alpha1.StateDenied
-	case findCondition(csr, certificates.CertificateFailed) != nil:
+	case certificates.GetCondition(csr, certificates.CertificateFailed) != nil:
 		return certv1alpha1.StateFailed
 	case len(csr.Status.Certificate) > 0:
 		return certv1alpha1.StateIssued
-	case findCondition(csr, certificates.CertificateApproved) != nil:
+	case certificates.GetCondition(csr, certificates.CertificateApproved) != nil:
 		return certv1alpha1.StateApproved
 	default:
 		return certv1alpha1.StatePending
