@@ -1,11 +1,14 @@
 package gcfloor
 
 import (
+	"context"
 	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const mib = 1 << 20
@@ -144,14 +147,10 @@ func TestStartRaisesThePercentageOfThisProcess(t *testing.T) {
 		t.Fatalf("floor %d", tu.Floor())
 	}
 	// Before the process's first collection nothing is known; after one,
-	// the cleanup sets the percentage.
-	deadline := time.Now().Add(5 * time.Second)
-	for readGCPercent() <= 100 && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := readGCPercent(); got <= 100 {
-		t.Fatalf("GC percent %d after Start with a live heap of %d bytes, want over 100", got, readLive())
+	// the cleanup sets the percentage (it runs on its own goroutine after
+	// the cycle: wait for it, collecting meanwhile).
+	if !collectUntil(t, func() bool { return readGCPercent() > 100 }) {
+		t.Fatalf("GC percent %d after Start with a live heap of %d bytes, want over 100", readGCPercent(), readLive())
 	}
 	// The cleanup rearms after every cycle: the percentage follows the
 	// live heap measured by the last one.
@@ -163,16 +162,24 @@ func TestStartRaisesThePercentageOfThisProcess(t *testing.T) {
 		runtime.GC()
 	}
 	want := PercentFor(readLive(), 64*mib, 100)
-	deadline = time.Now().Add(5 * time.Second)
-	for readGCPercent() != want && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-		want = PercentFor(readLive(), 64*mib, 100)
-	}
-	if got := readGCPercent(); got != want {
-		t.Fatalf("GC percent %d, want %d for a live heap of %d", got, want, readLive())
+	if !collectUntil(t, func() bool { want = PercentFor(readLive(), 64*mib, 100); return readGCPercent() == want }) {
+		t.Fatalf("GC percent %d, want %d for a live heap of %d", readGCPercent(), want, readLive())
 	}
 	runtime.KeepAlive(keep)
+}
+
+// collectUntil looks at done every 10ms for up to five seconds, running a
+// collection after each look that fails, and reports whether done held.
+func collectUntil(t *testing.T, done func() bool) bool {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		if done() {
+			return true, nil
+		}
+		runtime.GC()
+		return false, nil
+	})
+	return err == nil
 }
 
 func TestGCOffStaysOff(t *testing.T) {

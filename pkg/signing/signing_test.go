@@ -195,7 +195,10 @@ func TestEtcdKeyStore(t *testing.T) {
 // TestFileCAPicksUpReplacedFilesAndChecksThem.
 func TestFileCAPicksUpReplacedFilesAndChecksThem(t *testing.T) {
 	dir := t.TempDir()
-	write := func(cn string) *x509.Certificate {
+	// FileCA notices a replacement by the files' size and modification
+	// time: each write stamps its own time, so that two writes in the same
+	// clock tick still look different.
+	write := func(cn string, mtime time.Time) *x509.Certificate {
 		key, err := signing.GenerateKey(signing.ECDSAP256)
 		if err != nil {
 			t.Fatal(err)
@@ -214,16 +217,21 @@ func TestFileCAPicksUpReplacedFilesAndChecksThem(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		for _, f := range []string{"ca.key", "ca.crt"} {
+			if err := os.Chtimes(filepath.Join(dir, f), mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return cert
 	}
-	first := write("first")
+	stamp := time.Now().Add(-time.Hour)
+	first := write("first", stamp)
 	f := &signing.FileCA{CertFile: filepath.Join(dir, "ca.crt"), KeyFile: filepath.Join(dir, "ca.key")}
 	got, _, err := f.Current()
 	if err != nil || !got.Equal(first) {
 		t.Fatalf("first: %v", err)
 	}
-	time.Sleep(10 * time.Millisecond) // distinct modification times
-	second := write("second")
+	second := write("second", stamp.Add(time.Second))
 	got, _, err = f.Current()
 	if err != nil || !got.Equal(second) {
 		t.Fatalf("replaced files not picked up: %v", err)

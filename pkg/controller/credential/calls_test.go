@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -125,9 +126,9 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 		}
 		if rand.IntN(8) == 0 {
 			// No call this time (say the plan is Wait): the key comes back
-			// by itself later.
+			// by itself later (after whatever runs meanwhile).
 			active.Add(1)
-			go func() { time.Sleep(time.Millisecond); queue.Add(key); active.Add(-1) }()
+			go func() { yield(64); queue.Add(key); active.Add(-1) }()
 			return
 		}
 		if !c.start(key, lanes[rand.IntN(len(lanes))]...) {
@@ -135,7 +136,7 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 		}
 		active.Add(1)
 		go func() {
-			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+			yield(rand.IntN(200)) // the call takes a while
 			left[i].Add(-1)
 			c.finish(key)
 			check()
@@ -168,7 +169,7 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 		for n := 0; n < 2000; n++ {
 			queue.Add(fmt.Sprintf("k%d", rand.IntN(keys)))
 			if n%50 == 0 {
-				time.Sleep(100 * time.Microsecond)
+				yield(100)
 			}
 		}
 	}()
@@ -206,6 +207,15 @@ func TestLanesNeverStrandAWaiter(t *testing.T) {
 	}
 	queue.ShutDown()
 	wg.Wait()
+}
+
+// yield lets the other goroutines run n times over: the stress test's
+// calls and delays take turns instead of wall-clock time, so that it
+// interleaves as much on a loaded machine as on an idle one.
+func yield(n int) {
+	for range n {
+		runtime.Gosched()
+	}
 }
 
 // syncDone is what the controller does at the end of every sync of key.
