@@ -10,12 +10,12 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 
-	"rekey.io/rekey/pkg/admission/signerauth"
 	"rekey.io/rekey/pkg/apis/certificates"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/authority"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // Synchronous decides in the request path, on every replica: the
@@ -79,9 +79,9 @@ func (s *Synchronous) AtApproval(ctx context.Context, csr *certificates.Certific
 	if !ok {
 		return Outcome{}, apierrors.NewForbidden(certificates.Resource("certificatesigningrequests"), csr.Name, fmt.Errorf("no user in the request"))
 	}
-	if d := signerauth.Check(ctx, s.Authorizer, approver, signerauth.VerbApprove, csr.Spec.SignerName); !d.Allowed {
+	if d := signerauthz.Check(ctx, s.Authorizer, approver, signerauthz.VerbApprove, csr.Spec.SignerName); !d.Allowed {
 		return Outcome{}, apierrors.NewForbidden(certificates.Resource("certificatesigningrequests"), csr.Name,
-			fmt.Errorf("%s", signerauth.ForbiddenMessage(approver, signerauth.VerbApprove, csr.Spec.SignerName)))
+			fmt.Errorf("%s", signerauthz.ForbiddenMessage(approver, signerauthz.VerbApprove, csr.Spec.SignerName)))
 	}
 	versioned, err := toVersioned(csr)
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
-	"rekey.io/rekey/pkg/admission/signerauth"
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // PluginName is the name to enable the plugin with.
@@ -74,10 +74,10 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	m := rc.Spec.Minter
 	switch {
 	case m.ClientCertificate != nil:
-		if d := signerauth.Check(ctx, p.authz, u, signerauth.VerbApprove, m.ClientCertificate.SignerName); !d.Allowed {
+		if d := signerauthz.Check(ctx, p.authz, u, signerauthz.VerbApprove, m.ClientCertificate.SignerName); !d.Allowed {
 			p.logErr(ctx, d.Err)
 			return admission.NewForbidden(a, fmt.Errorf("a ClientCertificate minter has rekey request and approve certificates for signer %q: %s",
-				m.ClientCertificate.SignerName, signerauth.ForbiddenMessage(u, signerauth.VerbApprove, m.ClientCertificate.SignerName)))
+				m.ClientCertificate.SignerName, signerauthz.ForbiddenMessage(u, signerauthz.VerbApprove, m.ClientCertificate.SignerName)))
 		}
 	case m.ServiceAccountToken != nil:
 		sa := m.ServiceAccountToken.ServiceAccountName

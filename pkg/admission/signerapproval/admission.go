@@ -12,6 +12,7 @@ import (
 
 	"rekey.io/rekey/pkg/admission/signerauth"
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // PluginName is the name to enable the plugin with.
@@ -49,5 +50,5 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !ok {
 		return admission.NewForbidden(a, fmt.Errorf("expected a CertificateSigningRequest as the old object, got %T", a.GetOldObject()))
 	}
-	return p.Require(ctx, a, signerauth.VerbApprove, old.Spec.SignerName)
+	return p.Require(ctx, a, signerauthz.VerbApprove, old.Spec.SignerName)
 }

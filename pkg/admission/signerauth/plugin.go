@@ -1,3 +1,6 @@
+// Package signerauth is the shared base of the SignerApproval and
+// SignerSigning admission plugins; the signer check itself is
+// rekey.io/rekey/pkg/signerauthz.
 package signerauth
 
 import (
@@ -8,6 +11,8 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // Authorizing is the shared part of the SignerApproval and SignerSigning
@@ -42,12 +47,12 @@ func (p *Authorizing) Require(ctx context.Context, a admission.Attributes, verb,
 	if u == nil {
 		return admission.NewForbidden(a, errors.New("no user information on the request"))
 	}
-	d := Check(ctx, p.Authorizer, u, verb, signerName)
+	d := signerauthz.Check(ctx, p.Authorizer, u, verb, signerName)
 	if d.Allowed {
 		return nil
 	}
 	if d.Err != nil {
 		klog.FromContext(ctx).Error(d.Err, "Signer authorization check failed", "plugin", p.name, "verb", verb, "signerName", signerName, "user", u.GetName())
 	}
-	return admission.NewForbidden(a, errors.New(ForbiddenMessage(u, verb, signerName)))
+	return admission.NewForbidden(a, errors.New(signerauthz.ForbiddenMessage(u, verb, signerName)))
 }

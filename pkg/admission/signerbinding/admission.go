@@ -23,9 +23,9 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
-	"rekey.io/rekey/pkg/admission/signerauth"
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // PluginName is the name to enable the plugin with.
@@ -83,9 +83,9 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return admission.NewForbidden(a, errors.New("no user information on the request"))
 	}
 	// The signer name first: it decides what everything else means.
-	if d := signerauth.Check(ctx, p.authorizer, u, signerauth.VerbSign, s.Spec.SignerName); !d.Allowed {
+	if d := signerauthz.Check(ctx, p.authorizer, u, signerauthz.VerbSign, s.Spec.SignerName); !d.Allowed {
 		p.logError(ctx, d.Err, u.GetName())
-		return admission.NewForbidden(a, fmt.Errorf("a Signer makes rekey sign for its signer name: %s", signerauth.ForbiddenMessage(u, signerauth.VerbSign, s.Spec.SignerName)))
+		return admission.NewForbidden(a, fmt.Errorf("a Signer makes rekey sign for its signer name: %s", signerauthz.ForbiddenMessage(u, signerauthz.VerbSign, s.Spec.SignerName)))
 	}
 	caName := s.Spec.CertificateAuthorityRef.Name
 	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{

@@ -13,6 +13,7 @@ import (
 
 	"rekey.io/rekey/pkg/admission/signerauth"
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/signerauthz"
 )
 
 // PluginName is the name to enable the plugin with.
@@ -56,5 +57,5 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if bytes.Equal(old.Status.Certificate, csr.Status.Certificate) {
 		return nil
 	}
-	return p.Require(ctx, a, signerauth.VerbSign, old.Spec.SignerName)
+	return p.Require(ctx, a, signerauthz.VerbSign, old.Spec.SignerName)
 }

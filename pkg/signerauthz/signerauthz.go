@@ -1,8 +1,9 @@
-// Package signerauth answers one question for the admission plugins: may
-// this user perform a verb ("approve" or "sign") for a signer? The signer is
-// a synthetic resource "signers" in group certificates.rekey.io whose name is
-// the signer name, or "<domain>/*" for every signer of a domain (seed 003).
-package signerauth
+// Package signerauthz answers one question: may this user perform a verb
+// ("approve" or "sign") for a signer? The signer is a synthetic resource
+// "signers" in group certificates.rekey.io whose name is the signer name, or
+// "<domain>/*" for every signer of a domain (seed 003). The admission plugins
+// and the synchronous issuer both ask it, so it sits below both.
+package signerauthz
 
 import (
 	"context"

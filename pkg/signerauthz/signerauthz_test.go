@@ -1,4 +1,4 @@
-package signerauth
+package signerauthz
 
 import (
 	"context"
