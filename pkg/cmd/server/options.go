@@ -33,6 +33,7 @@ import (
 	"rekey.io/rekey/pkg/apiserver/filters"
 	"rekey.io/rekey/pkg/apiserver/peerverify"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
+	"rekey.io/rekey/pkg/growstack"
 	"rekey.io/rekey/pkg/serveridentity"
 )
 
@@ -252,7 +253,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	default:
 		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), genericConfig.Authentication.Authenticator)
 	}
-	genericConfig.Authentication.Authenticator = filters.WithGrownStackAuthenticator(genericConfig.Authentication.Authenticator)
+	genericConfig.Authentication.Authenticator = growstack.WithAuthenticator(genericConfig.Authentication.Authenticator)
 	return cfg, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/apis/certificates"
-	"rekey.io/rekey/pkg/apiserver/filters"
+	"rekey.io/rekey/pkg/growstack"
 	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/registry"
 )
@@ -29,7 +29,7 @@ type REST struct {
 // Create stores a request. With an issuer, a request its signer approves
 // without a person is approved and signed in this write (see Issuer).
 func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	filters.GrowRESTStack()
+	growstack.ForREST()
 	if r.issuing && !dryrun.IsDryRun(options.DryRun) {
 		var w *write
 		ctx, w = withWrite(ctx)
@@ -47,7 +47,7 @@ type ApprovalREST struct {
 }
 
 func (r *ApprovalREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	filters.GrowRESTStack()
+	growstack.ForREST()
 	if r.issuing && !dryrun.IsDryRun(options.DryRun) {
 		var w *write
 		ctx, w = withWrite(ctx)

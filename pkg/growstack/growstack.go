@@ -1,4 +1,8 @@
-package filters
+// Package growstack grows a request goroutine's stack once, while it is
+// shallow, so that the deep call chains of a request do not grow it again
+// and again. The server's authentication filter and the registry's hot REST
+// methods both call it, so it sits below both.
+package growstack
 
 import (
 	"net/http"
@@ -46,14 +50,14 @@ func growRESTStack() byte {
 	return frame[frameIndex]
 }
 
-// GrowRESTStack grows the calling goroutine's stack to what a REST write
-// takes; call it first in a hot REST method.
-func GrowRESTStack() { growRESTStack() }
+// ForREST grows the calling goroutine's stack to what a REST write takes;
+// call it first in a hot REST method.
+func ForREST() { growRESTStack() }
 
-// WithGrownStackAuthenticator wraps the request authenticator, the first
+// WithAuthenticator wraps the request authenticator, the first
 // code of the server's in the request timeout's goroutine (authentication
 // is the first filter it runs).
-func WithGrownStackAuthenticator(auth authenticator.Request) authenticator.Request {
+func WithAuthenticator(auth authenticator.Request) authenticator.Request {
 	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
 		growChainStack()
 		return auth.AuthenticateRequest(req)

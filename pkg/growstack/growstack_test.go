@@ -1,4 +1,4 @@
-package filters
+package growstack
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
-// TestWithGrownStackAuthenticator: the wrapper answers exactly what the
+// TestWithAuthenticator: the wrapper answers exactly what the
 // authenticator it wraps answers, and calls it once per request.
-func TestWithGrownStackAuthenticator(t *testing.T) {
+func TestWithAuthenticator(t *testing.T) {
 	calls := 0
 	want := &authenticator.Response{User: &user.DefaultInfo{Name: "alice"}}
 	wantErr := errors.New("refused")
@@ -23,7 +23,7 @@ func TestWithGrownStackAuthenticator(t *testing.T) {
 		}
 		return want, true, nil
 	})
-	auth := WithGrownStackAuthenticator(inner)
+	auth := WithAuthenticator(inner)
 	resp, ok, err := auth.AuthenticateRequest(httptest.NewRequest(http.MethodGet, "/", nil))
 	if resp != want || !ok || err != nil || calls != 1 {
 		t.Fatalf("got %v %v %v after %d calls", resp, ok, err, calls)
