@@ -6,7 +6,7 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build image run test test-unit test-integration test-e2e test-install verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
+.PHONY: all build image run test test-unit test-integration test-e2e test-install verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
@@ -46,10 +46,10 @@ test-install:
 	hack/install-test-deps.sh
 	$(GO) test -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/install/...
 
-## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint
-## and logcheck. Each verify-X has an update-X that fixes what it can
-## (vet has nothing to fix automatically).
-verify: verify-gofmt verify-vet verify-tidy verify-codegen verify-lint
+## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint,
+## logcheck and import layering. Each verify-X has an update-X that fixes
+## what it can (vet and imports have nothing to fix automatically).
+verify: verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports
 
 ## update: every fix the verify targets can make
 update: update-gofmt update-tidy update-codegen update-lint
@@ -85,6 +85,9 @@ verify-lint:
 
 update-lint:
 	hack/update-lint.sh
+
+verify-imports:
+	hack/verify-imports.sh
 
 ## fuzz: run each parser (and the certificate encoder) fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
