@@ -36,6 +36,9 @@ type Config struct {
 // them renewed until ctx is done, backing off exponentially (1s to 5m,
 // jittered) after failures.
 func Run(ctx context.Context, cfg Config) error {
+	if len(cfg.Managers) == 0 {
+		return errors.New("no certificate to keep: Config.Managers is empty")
+	}
 	client := cfg.Managers[0]
 	// A watch on the client certificate's CA wakes the loop as soon as it
 	// rotates; the periodic look stays as the safety net.
