@@ -15,7 +15,6 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
-	"rekey.io/rekey/pkg/controller/csrutil"
 	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	certclient "rekey.io/rekey/pkg/generated/clientset/versioned/typed/certificates/v1alpha1"
@@ -211,7 +210,7 @@ func (m *Manager) request(ctx context.Context, client clientset.Interface, key c
 	if err := sameKey(csr, key); err != nil {
 		return nil, err
 	}
-	if m.Attestor != nil && csrutil.Condition(csr, certv1alpha1.CertificateAttested) == nil && len(csr.Status.Certificate) == 0 {
+	if m.Attestor != nil && certv1alpha1.GetCondition(csr, certv1alpha1.CertificateAttested) == nil && len(csr.Status.Certificate) == 0 {
 		// Attestation is decided in the create or never (the challenge is
 		// single-use): a request without the outcome waits for nothing.
 		return nil, &Refusal{Request: csr.Name, Condition: "not attested", Reason: "NotDecidedAtCreate",
