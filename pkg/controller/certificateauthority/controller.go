@@ -1,3 +1,13 @@
+// Package certificateauthority is the CertificateAuthority controller: it
+// makes each CA's key in the key store its spec names and the CA
+// certificate, binds the CA to them (pkg/signing/cabinding; a File CA's key
+// and certificate are its files, re-read every few seconds), and reports in
+// status what the CA signs with, what to trust and whether it can sign.
+// It walks a rotation one recorded step at a time (Preparing, then
+// Completing), so that a process killed anywhere resumes, and while a CA
+// is Prepared counts from the issuance records the certificates not yet
+// renewed. Consumers load the keys through pkg/authority, the server's one
+// CA-key service, whose cache this controller shares.
 package certificateauthority
 
 import (

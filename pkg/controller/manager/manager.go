@@ -1,6 +1,12 @@
-// Package manager starts rekey's controllers on the elected leader: it
-// creates the built-in CAs and signers, then runs the CA, signer, approver
-// and cleaner controllers until leadership is lost.
+// Package manager runs rekey's controllers on the elected leader (etcd
+// leader election under the private prefix, or every replica when leader
+// election is off). Each leadership term creates the built-in CAs and
+// signers, then runs the CertificateAuthority, signer, approver, cleaner
+// and RotatingCredential controllers and, with a host cluster, the
+// publisher of trust bundles, until leadership is lost. The CA and Signer
+// informers and the CA-key service (pkg/authority) are the server's, shared
+// with the request path: a term borrows the informers and removes the
+// handlers it added when it ends.
 package manager
 
 import (
