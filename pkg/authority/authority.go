@@ -1,6 +1,8 @@
 // Package authority answers, for every part of rekey that signs, which key
-// and certificate sign for a CertificateAuthority: the key stores a CA's
-// spec may name, the cache of bound keys, and the CA-certificate parsing.
+// and certificate sign for a CertificateAuthority and where each issuance
+// is recorded: Service, built once per server, holds the key stores a CA's
+// spec may name, the bindings, the cache of bound keys (Authorities), the
+// issuance records and Signing (policy, sign, record).
 package authority
 
 import (

@@ -2,5 +2,6 @@
 // +groupName=rotation.rekey.io
 
 // Package rotation is the internal version of the rotation.rekey.io API
-// group: certificate authorities (and, later, rotating credentials).
+// group: CertificateAuthorities, RotatingCredentials, and the Rotation
+// their rotate subresource takes.
 package rotation

@@ -1,5 +1,6 @@
 // Package signer signs approved requests for the signers declared by Signer
-// objects, enforcing each signer's policy.
+// objects, enforcing each signer's policy, and keeps each Signer's Ready
+// condition saying whether its CertificateAuthority can sign.
 package signer
 
 import (

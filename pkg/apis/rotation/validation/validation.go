@@ -1,4 +1,6 @@
-// Package validation checks CertificateAuthorities.
+// Package validation checks rotation.rekey.io objects (CertificateAuthorities,
+// RotatingCredentials, Rotations) and the phase transitions a Rotation may
+// ask of each.
 package validation
 
 import (
