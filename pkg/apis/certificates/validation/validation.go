@@ -1,6 +1,6 @@
-// Package validation checks CertificateSigningRequests. Every error names the
-// field it is about; every size is capped before PEM or ASN.1 parsing so that
-// a hostile body costs the server no more than the cap.
+// Package validation checks CertificateSigningRequests and Signers. Every
+// error names the field it is about; every size is capped before PEM or
+// ASN.1 parsing so that a hostile body costs the server no more than the cap.
 package validation
 
 import (
