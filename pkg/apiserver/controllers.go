@@ -7,11 +7,13 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
+	"rekey.io/rekey/pkg/controller/publisher"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/servingcert"
@@ -48,7 +50,14 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 		Clock: clock.RealClock{},
 	}
 	if host != nil {
-		deps.Kube, deps.Dynamic, deps.Cluster = host.kube, host.dynamic, host.cluster
+		deps.Kube, deps.Cluster = host.kube, host.cluster
+		publisherConfig := rest.AddUserAgent(rest.CopyConfig(c.ExtraConfig.KubeConfig), publisher.UserAgent)
+		if deps.PublisherKube, err = kubernetes.NewForConfig(publisherConfig); err != nil {
+			return fmt.Errorf("creating the publisher's host cluster client: %w", err)
+		}
+		if deps.PublisherAPIServices, err = dynamic.NewForConfig(publisherConfig); err != nil {
+			return fmt.Errorf("creating the publisher's host cluster client: %w", err)
+		}
 	}
 	if s.Controllers, err = manager.New(c.ExtraConfig.Controllers, deps); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,7 +55,6 @@ func (c completedConfig) newSynchronousIssuer(auth *authority.Service, factory i
 // and in the approver); nil in standalone mode.
 type hostCluster struct {
 	kube    kubernetes.Interface
-	dynamic dynamic.Interface
 	cluster issuer.ClusterView
 }
 
@@ -70,13 +68,9 @@ func (c completedConfig) newHostCluster(s *Server) (*hostCluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the host cluster client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(c.ExtraConfig.KubeConfig)
-	if err != nil {
-		return nil, fmt.Errorf("creating the host cluster client: %w", err)
-	}
 	all := kubeinformers.NewSharedInformerFactory(kube, 10*time.Minute)
 	inDefault := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
-	h := &hostCluster{kube: kube, dynamic: dyn, cluster: issuer.NewListerClusterView(all, inDefault)}
+	h := &hostCluster{kube: kube, cluster: issuer.NewListerClusterView(all, inDefault)}
 	err = s.GenericAPIServer.AddPostStartHook("rekey-host-cluster-informers", func(hook genericapiserver.PostStartHookContext) error {
 		all.Start(hook.Done())
 		inDefault.Start(hook.Done())

@@ -72,10 +72,15 @@ type Deps struct {
 	// Client reaches this server with the controllers' own identity (the
 	// only writer of CA and Signer status), unthrottled.
 	Client clientset.Interface
-	// Kube and Dynamic reach the host cluster; nil in standalone mode.
-	// Trust bundles are published there and rotations recorded as events.
-	Kube    kubernetes.Interface
-	Dynamic dynamic.Interface
+	// Kube reaches the host cluster; nil in standalone mode. Rotations
+	// are recorded there as events, and the RotatingCredential controller
+	// writes Secrets there.
+	Kube kubernetes.Interface
+	// PublisherKube and PublisherAPIServices are the publisher's host
+	// cluster clients (its own user agent): it writes trust bundles and
+	// reads the APIService that owns them. Nil in standalone mode.
+	PublisherKube        kubernetes.Interface
+	PublisherAPIServices dynamic.Interface
 	// Cluster reads the host cluster's Nodes and Services for NodeServing
 	// approval; nil without a host cluster.
 	Cluster issuer.ClusterView
@@ -211,10 +216,16 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	var kubeFactory kubeinformers.SharedInformerFactory
 	if deps.Kube != nil {
 		kubeFactory = kubeinformers.NewSharedInformerFactory(deps.Kube, 10*time.Minute)
-		publisherController = publisher.NewController(deps.Kube, caInformer, signerInformer, kubeFactory.Core().V1().Namespaces())
-		// Uninstalling rekey deletes this APIService; the garbage collector
-		// then removes every bundle rekey published.
-		publisherController.Owner = publisher.APIServiceOwner(deps.Dynamic, PublishedOwnerAPIService)
+		publisherController = publisher.New(publisher.Deps{
+			Kube:       deps.PublisherKube,
+			CAs:        caInformer,
+			Signers:    signerInformer,
+			Namespaces: kubeFactory.Core().V1().Namespaces(),
+			// Uninstalling rekey deletes this APIService; the garbage
+			// collector then removes every bundle rekey published.
+			APIServices:     deps.PublisherAPIServices,
+			OwnerAPIService: PublishedOwnerAPIService,
+		})
 	}
 
 	credential.RegisterMetrics()
