@@ -420,7 +420,10 @@ func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigM
 			continue
 		}
 		err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			continue // already gone; the cache has not caught up
+		}
+		if err != nil {
 			errs = append(errs, fmt.Sprintf("removing ConfigMap %s/%s: %v", cm.Namespace, cm.Name, err))
 			continue
 		}
@@ -436,7 +439,10 @@ func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigM
 			continue
 		}
 		err := c.kube.CertificatesV1().ClusterTrustBundles().Delete(ctx, ctb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ctb.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Sprintf("removing ClusterTrustBundle %s: %v", ctb.Name, err))
 			continue
 		}

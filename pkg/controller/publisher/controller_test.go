@@ -33,6 +33,7 @@ import (
 // fixture is a publisher on fake clients, its informers started: the host
 // cluster's (namespaces, what it published) and rekey's (CAs, Signers).
 type fixture struct {
+	deps  Deps
 	c     *Controller
 	kube  *kubefake.Clientset
 	rekey *rekeyfake.Clientset
@@ -80,7 +81,7 @@ func newFixtureWith(t *testing.T, apiServices *dynamicfake.FakeDynamicClient, ob
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		t.Fatal("informers not synced")
 	}
-	return &fixture{c: c, kube: kube, rekey: rekey, ctx: ctx}
+	return &fixture{deps: deps, c: c, kube: kube, rekey: rekey, ctx: ctx}
 }
 
 // settle waits until the publisher's caches show what the fake cluster
@@ -414,4 +415,45 @@ func TestNamespaceUpdateWithoutLabelChangeEnqueuesNothing(t *testing.T) {
 	if key, _ := f.c.queue.Get(); key != "team-ca" {
 		t.Fatalf("queued %q", key)
 	}
+}
+
+// TestRunWritesBackADeletedBundle: Run publishes a CA's bundle, writes a
+// deleted ConfigMap back (its informer's delete event), removes what a
+// deleted CA published, and returns when its context ends.
+func TestRunWritesBackADeletedBundle(t *testing.T) {
+	f := newFixtureWith(t, nil)
+	if _, err := f.rekey.RotationV1alpha1().CertificateAuthorities().Create(f.ctx, teamCA("B1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A controller of its own: the fixture's started its informers.
+	c := New(f.deps)
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 1) }()
+	published := func(ns string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			cm, err := f.kube.CoreV1().ConfigMaps(ns).Get(ctx, "team-ca", metav1.GetOptions{})
+			return err == nil && cm.Data[BundleKey] == "B1", nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, published("listed")); err != nil {
+		t.Fatal("not published")
+	}
+	if err := f.kube.CoreV1().ConfigMaps("listed").Delete(f.ctx, "team-ca", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, published("listed")); err != nil {
+		t.Fatal("the deleted ConfigMap was not written back")
+	}
+	if err := f.rekey.RotationV1alpha1().CertificateAuthorities().Delete(f.ctx, "team-ca", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cms, err := f.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: OwnerLabel})
+		return err == nil && len(cms.Items) == 0, nil
+	}); err != nil {
+		t.Fatal("the deleted CA's ConfigMaps were not removed")
+	}
+	cancel()
+	<-done
 }
