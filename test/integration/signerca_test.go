@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,16 @@ func TestSignerReadinessFollowsItsCA(t *testing.T) {
 	createCAAndSigner(t, client, "gone", spec)
 	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionTrue, "CAReady")
 
+	// The server builds one CA-key service on one informer of CAs and
+	// Signers, shared by the request path and the controllers: with the
+	// controllers running (the Signer above is Ready), each is watched
+	// exactly once (it was once per consumer).
+	for _, resource := range []string{"certificateauthorities", "signers"} {
+		if n := openWatches(t, client, resource); n != 1 {
+			t.Errorf("%d watches of %s open, want the one shared informer's", n, resource)
+		}
+	}
+
 	if err := client.RotationV1alpha1().CertificateAuthorities().Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +53,27 @@ func TestSignerReadinessFollowsItsCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionTrue, "CAReady")
+}
+
+// openWatches reads how many watches of a rekey resource the server holds
+// open, from its apiserver_longrunning_requests gauge.
+func openWatches(t *testing.T, client clientset.Interface, resource string) int {
+	t.Helper()
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="`+resource+`"`) && strings.Contains(line, `verb="WATCH"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
 }
 
 func waitForSignerReady(t *testing.T, client clientset.Interface, name string, status metav1.ConditionStatus, reason string) {
