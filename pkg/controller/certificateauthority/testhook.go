@@ -2,10 +2,8 @@ package certificateauthority
 
 import (
 	"context"
-	"os"
-	"syscall"
 
-	"k8s.io/klog/v2"
+	"rekey.io/rekey/pkg/crashpoint"
 )
 
 // Rotation steps a test can stop the process at, to show that a rotation
@@ -18,24 +16,9 @@ const (
 	StepCompletingBindingDone = "completing-binding-done" // binding without the old key, status not yet Completed
 )
 
-// These variables are read once at start-up and are for tests only: a
-// process started with REKEY_TEST_KILL_AT=<step> kills itself with SIGKILL
-// when it reaches the step; with REKEY_TEST_PAUSE_AT=<step> the controller
-// stops there until the process ends.
-var (
-	killAt  = os.Getenv("REKEY_TEST_KILL_AT")
-	pauseAt = os.Getenv("REKEY_TEST_PAUSE_AT")
-)
-
-// reached is called at each rotation step.
+// reached is called at each rotation step. Only a build with the rekeytest
+// tag stops there (pkg/crashpoint: killed with REKEY_TEST_KILL_AT=<step>,
+// paused until ctx ends with REKEY_TEST_PAUSE_AT=<step>).
 func reached(ctx context.Context, step string) {
-	switch step {
-	case killAt:
-		klog.FromContext(ctx).Info("Test hook: killing the process", "step", step)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	case pauseAt:
-		klog.FromContext(ctx).Info("Test hook: pausing the rotation", "step", step)
-		<-ctx.Done()
-	}
+	crashpoint.Reached(ctx, step)
 }

@@ -1,25 +1,16 @@
 package credential
 
-import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"sync/atomic"
-)
+import "rekey.io/rekey/pkg/crashpoint"
 
-// testHook is for crash tests only: with REKEY_TEST_CREDENTIAL_PAUSE_DIR
-// set, the controller writes "<dir>/step-<n>-<kind>" after each step that
-// changed something and then stops working, so that the test can kill the
-// server with SIGKILL exactly between two steps.
+// testHook returns what the controller calls after each step that changed
+// something, for crash tests only: in a build with the rekeytest tag and
+// REKEY_TEST_CREDENTIAL_PAUSE_DIR set, it records the step and stops
+// working, so that the test can kill the server with SIGKILL exactly
+// between two steps (pkg/crashpoint). Otherwise it returns nil.
 func testHook() func(StepKind) {
-	dir := os.Getenv("REKEY_TEST_CREDENTIAL_PAUSE_DIR")
-	if dir == "" {
+	hold := crashpoint.HoldAfterStep()
+	if hold == nil {
 		return nil
 	}
-	var n atomic.Int64
-	return func(step StepKind) {
-		i := n.Add(1)
-		_ = os.WriteFile(filepath.Join(dir, "step-"+strconv.FormatInt(i, 10)+"-"+string(step)), nil, 0o600)
-		select {}
-	}
+	return func(step StepKind) { hold(string(step)) }
 }
