@@ -106,7 +106,13 @@ type ExtraConfig struct {
 	KubeConfig *restclient.Config
 
 	// CertificateAuthorities is the getter the admission plugins were given;
-	// New binds it to the storage it makes.
+	// New binds it to the storage it makes. This is the one binding left
+	// after construction, and it cannot be construction order: the generic
+	// server builds the admission chain while the configuration is applied
+	// (RecommendedOptions.ApplyTo, before Complete), and the storage needs
+	// the completed configuration's RESTOptionsGetter. The plugins read
+	// through storage, not a cache, because the rotate checks must see the
+	// phase as stored, not as an informer last saw it.
 	CertificateAuthorities *rekeyinit.LateGetter
 	// RotatingCredentials is the same for RotatingCredentials.
 	RotatingCredentials *rekeyinit.LateCredentialGetter
