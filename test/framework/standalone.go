@@ -24,10 +24,20 @@ import (
 	"rekey.io/rekey/pkg/standalone"
 )
 
+// TestBuildTag is the build tag the framework compiles the binaries it
+// runs with: it turns on the crash points of pkg/crashpoint, which the
+// crash tests reach through REKEY_TEST_* variables. Release builds (make
+// build, hack/build-images.sh) leave it out.
+const TestBuildTag = "rekeytest"
+
 var (
 	buildOnce sync.Once
 	binDir    string
 	buildErr  error
+
+	releaseMu  sync.Mutex
+	releaseDir string
+	releaseBin = map[string]string{}
 )
 
 // RepoRoot is the module root, found from this file's location.
@@ -36,7 +46,8 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Binary builds ./cmd/<name> once per test process and returns its path.
+// Binary builds ./cmd/<name> once per test process, with TestBuildTag, and
+// returns its path.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
 	path, err := BinaryPath(name)
@@ -53,13 +64,7 @@ func BinaryPath(name string) (string, error) {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/...")
-		cmd.Dir = RepoRoot()
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/...: %v\n%s", err, out.String())
-		}
+		buildErr = goBuild(binDir+string(os.PathSeparator), "./cmd/...", "-tags", TestBuildTag)
 	})
 	if buildErr != nil {
 		return "", buildErr
@@ -67,11 +72,51 @@ func BinaryPath(name string) (string, error) {
 	return filepath.Join(binDir, name), nil
 }
 
-// RemoveBinaries deletes what BinaryPath built (about 270 MB per test
-// process); TestMain and the bench call it when the process is done.
+// ReleaseBinaryPath builds ./cmd/<name> as a release is built, without
+// TestBuildTag, once per test process, and returns its path: for tests of
+// what the release binary does and does not contain.
+func ReleaseBinaryPath(name string) (string, error) {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	if path, ok := releaseBin[name]; ok {
+		return path, nil
+	}
+	if releaseDir == "" {
+		dir, err := os.MkdirTemp("", "rekey-release-bin-")
+		if err != nil {
+			return "", err
+		}
+		releaseDir = dir
+	}
+	path := filepath.Join(releaseDir, name)
+	if err := goBuild(path, "./cmd/"+name); err != nil {
+		return "", err
+	}
+	releaseBin[name] = path
+	return path, nil
+}
+
+// goBuild runs go build -o out [flags] pkg in the module root.
+func goBuild(out, pkg string, flags ...string) error {
+	args := append(append([]string{"build", "-o", out}, flags...), pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = RepoRoot()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, buf.String())
+	}
+	return nil
+}
+
+// RemoveBinaries deletes what BinaryPath and ReleaseBinaryPath built (about
+// 270 MB per test process); TestMain and the bench call it when the process
+// is done.
 func RemoveBinaries() {
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+	for _, dir := range []string{binDir, releaseDir} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 }
 
@@ -106,10 +151,17 @@ func StartStandalone(t testing.TB, dataDir string, extraArgs ...string) *Standal
 // variables for the server process (e.g. SOFTHSM2_CONF).
 func StartStandaloneWithEnv(t testing.TB, dataDir string, env []string, extraArgs ...string) *Standalone {
 	t.Helper()
+	return StartStandaloneBinary(t, Binary(t, "rekey-apiserver"), dataDir, env, extraArgs...)
+}
+
+// StartStandaloneBinary is StartStandaloneWithEnv with the rekey-apiserver
+// binary to run (e.g. one from ReleaseBinaryPath).
+func StartStandaloneBinary(t testing.TB, binary, dataDir string, env []string, extraArgs ...string) *Standalone {
+	t.Helper()
 	var s *Standalone
 	var err error
 	for attempt := 0; ; attempt++ {
-		s, err = LaunchStandalone(t.TempDir(), Binary(t, "rekey-apiserver"), dataDir, FreePort(t), env, extraArgs...)
+		s, err = LaunchStandalone(t.TempDir(), binary, dataDir, FreePort(t), env, extraArgs...)
 		// A free port can be taken between choosing it and listening on it
 		// (the embedded etcd's own listeners pick ports too): choose again.
 		if err == nil || s == nil || attempt == 2 || !strings.Contains(s.LogTail(4000), "address already in use") {
