@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -85,7 +86,19 @@ func TestReleaseServerIgnoresTheCrashPointVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Prepared is recorded only after both steps were reached.
-	waitForPhase(t, client, "release", rotationv1alpha1.PhasePrepared)
+	framework.Eventually(t, 60*time.Second, "the rotation reaches Prepared", func(ctx context.Context) error {
+		if srv.Exited() {
+			return framework.Permanent(errors.New("rekey-apiserver exited: it obeyed a crash-point variable"))
+		}
+		ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, "release", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ca.Status.Phase != rotationv1alpha1.PhasePrepared {
+			return fmt.Errorf("phase %q", ca.Status.Phase)
+		}
+		return nil
+	})
 	framework.Stays(t, 3*time.Second, "the release server keeps running", func(ctx context.Context) error {
 		if srv.Exited() {
 			return errors.New("rekey-apiserver exited")
