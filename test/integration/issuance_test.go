@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -58,30 +60,48 @@ func issuanceRecords(t *testing.T, srv *framework.Standalone, csrUID string) []i
 // 0 when there is none.
 func metricValue(t *testing.T, client clientset.Interface, prefix string) float64 {
 	t.Helper()
-	line := metric(t, client, prefix)
-	if line == "" {
-		return 0
+	v, err := readMetricValue(context.Background(), client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// readMetricValue is metricValue for a wait's condition: it returns the
+// error.
+func readMetricValue(ctx context.Context, client clientset.Interface, prefix string) (float64, error) {
+	line, err := readMetric(ctx, client, prefix)
+	if err != nil || line == "" {
+		return 0, err
 	}
 	v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 	if err != nil {
-		t.Fatalf("metric line %q: %v", line, err)
+		return 0, fmt.Errorf("metric line %q: %w", line, err)
 	}
-	return v
+	return v, nil
 }
 
 // metric returns the line of /metrics that starts with prefix, or "".
 func metric(t *testing.T, client clientset.Interface, prefix string) string {
 	t.Helper()
-	data, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	line, err := readMetric(context.Background(), client, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return line
+}
+
+func readMetric(ctx context.Context, client clientset.Interface, prefix string) (string, error) {
+	data, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading /metrics: %w", err)
+	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(line, prefix) {
-			return line
+			return line, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // waitUntilIssuedInTheWrite waits until this server signs requests for the
@@ -90,25 +110,23 @@ func metric(t *testing.T, client clientset.Interface, prefix string) string {
 // approvals before that are signed by the signer controller instead.
 func waitUntilIssuedInTheWrite(t *testing.T, client clientset.Interface, signerName string, usages ...certv1alpha1.KeyUsage) {
 	t.Helper()
-	ctx := context.Background()
-	for i := 0; ; i++ {
+	i := 0
+	framework.Eventually(t, 30*time.Second, signerName+": an approval signed in the write", func(ctx context.Context) error {
+		i++
 		created, err := client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx,
 			requestFor(t, fmt.Sprintf("probe-%d", i), signerName, fixtures.CSROptions{CommonName: "probe"}, usages...), metav1.CreateOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return framework.Permanent(err)
 		}
 		approved, err := approve(ctx, client, created)
 		if err != nil {
-			t.Fatal(err)
+			return framework.Permanent(err)
 		}
-		if len(approved.Status.Certificate) > 0 {
-			return
+		if len(approved.Status.Certificate) == 0 {
+			return fmt.Errorf("probe %d approved without a certificate", i)
 		}
-		if i == 100 {
-			t.Fatalf("%s: no approval was signed in the write after %d tries", signerName, i)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func approve(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest) (*certv1alpha1.CertificateSigningRequest, error) {
@@ -122,6 +140,7 @@ func approve(ctx context.Context, client clientset.Interface, csr *certv1alpha1.
 // one event; the issuance record is there; the approver's condition is
 // kept; rekey-signer owns status.certificate.
 func TestApprovalResponseCarriesTheCertificate(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
@@ -155,26 +174,33 @@ func TestApprovalResponseCarriesTheCertificate(t *testing.T) {
 	}
 	verifyChain(t, certs[0], ca, x509.ExtKeyUsageClientAuth)
 	cond := approved.Status.Conditions[0]
-	if cond.Type != certv1alpha1.CertificateApproved || cond.Reason != "Test" || cond.Message != "by the integration test" {
-		t.Errorf("the approver's condition was not kept: %+v", cond)
+	if diff := cmp.Diff(certv1alpha1.CertificateSigningRequestCondition{Type: certv1alpha1.CertificateApproved, Reason: "Test", Message: "by the integration test"},
+		certv1alpha1.CertificateSigningRequestCondition{Type: cond.Type, Reason: cond.Reason, Message: cond.Message}); diff != "" {
+		t.Errorf("the approver's condition was not kept (-want +got):\n%s", diff)
 	}
 
 	// One write: the first event after the create is the issued request,
-	// at the approval's resource version.
-	select {
-	case ev := <-w.ResultChan():
-		got, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
-		if !ok || ev.Type != watch.Modified || got.ResourceVersion != approved.ResourceVersion || len(got.Status.Certificate) == 0 {
-			t.Fatalf("first event after the create: %s %+v", ev.Type, ev.Object)
+	// at the approval's resource version, and none follows it.
+	var first watch.Event
+	framework.Eventually(t, 10*time.Second, "a watch event", func(context.Context) error {
+		select {
+		case first = <-w.ResultChan():
+			return nil
+		default:
+			return errors.New("no event yet")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no watch event")
+	})
+	if got, ok := first.Object.(*certv1alpha1.CertificateSigningRequest); !ok || first.Type != watch.Modified || got.ResourceVersion != approved.ResourceVersion || len(got.Status.Certificate) == 0 {
+		t.Fatalf("first event after the create: %s %+v", first.Type, first.Object)
 	}
-	select {
-	case ev := <-w.ResultChan():
-		t.Fatalf("a second write followed the approval: %s", ev.Type)
-	case <-time.After(time.Second):
-	}
+	framework.Stays(t, time.Second, "no second write after the approval", func(context.Context) error {
+		select {
+		case ev := <-w.ResultChan():
+			return fmt.Errorf("a second write followed the approval: %s", ev.Type)
+		default:
+			return nil
+		}
+	})
 
 	records := issuanceRecords(t, srv, string(created.UID))
 	if len(records) != 1 || records[0].Serial != certs[0].SerialNumber.Text(16) {
@@ -220,6 +246,7 @@ func TestApprovalResponseCarriesTheCertificate(t *testing.T) {
 // TestApprovalOfAViolationFailsInTheSameWrite: the rule is in the approval
 // response; nothing is signed.
 func TestApprovalOfAViolationFailsInTheSameWrite(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
@@ -248,6 +275,7 @@ func TestApprovalOfAViolationFailsInTheSameWrite(t *testing.T) {
 
 // TestUnauthorizedApproverSignsNothing: 403, no record, no signing.
 func TestUnauthorizedApproverSignsNothing(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	ctx := context.Background()
 	bob, _ := srv.ClientFor(t, "bob", "devs")
@@ -274,6 +302,7 @@ func TestUnauthorizedApproverSignsNothing(t *testing.T) {
 // TestConcurrentApprovalsStoreOneCertificate: eight approvers at once, one
 // certificate stored, and it is one of the recorded ones.
 func TestConcurrentApprovalsStoreOneCertificate(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
@@ -329,6 +358,7 @@ func TestConcurrentApprovalsStoreOneCertificate(t *testing.T) {
 // there yet) gets the request stored Approved without a certificate; the
 // signer controller issues it once the key is there.
 func TestUnreachableKeyStoreLeavesTheRequestApproved(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := framework.StartStandalone(t, t.TempDir(), "--file-keystore-dir="+dir)
 	client := srv.Client

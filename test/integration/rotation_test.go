@@ -4,17 +4,19 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
@@ -38,22 +40,23 @@ func waitForPhase(t *testing.T, client clientset.Interface, name string, phase r
 	return waitForCA(t, client, name, "phase "+string(phase), func(ca *rotationv1alpha1.CertificateAuthority) bool { return ca.Status.Phase == phase })
 }
 
-// waitForCA polls a CertificateAuthority until cond holds.
+// waitForCA waits until cond holds for a CertificateAuthority and returns
+// it.
 func waitForCA(t *testing.T, client clientset.Interface, name, what string, cond func(*rotationv1alpha1.CertificateAuthority) bool) *rotationv1alpha1.CertificateAuthority {
 	t.Helper()
 	var ca *rotationv1alpha1.CertificateAuthority
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 60*time.Second, fmt.Sprintf("CertificateAuthority %s reaches %s", name, what), func(ctx context.Context) error {
 		got, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		ca = got
-		return cond(got), nil
+		if !cond(got) {
+			data, _ := json.Marshal(got)
+			return fmt.Errorf("not yet: %s", data)
+		}
+		return nil
 	})
-	if err != nil {
-		data, _ := json.Marshal(ca)
-		t.Fatalf("CertificateAuthority %s did not reach %s: %s", name, what, data)
-	}
 	return ca
 }
 
@@ -100,6 +103,7 @@ func storedKeys(t *testing.T, srv *framework.Standalone, caName string) []string
 // new ones chain to the new CA, renewals bring the count down, Complete is
 // refused while it is above zero and forced, and the old key is destroyed.
 func TestCARotation(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
@@ -123,15 +127,20 @@ func TestCARotation(t *testing.T) {
 		t.Fatalf("rotate start: %v\n%s", err, out)
 	}
 	ca := waitForPhase(t, client, "team", rotationv1alpha1.PhasePrepared)
-	if ca.Status.Previous == nil || ca.Status.Previous.Fingerprint != fingerprint(oldCA) || ca.Status.Current.Fingerprint == fingerprint(oldCA) {
-		t.Fatalf("after Start: current %+v previous %+v", ca.Status.Current, ca.Status.Previous)
-	}
-	if ca.Status.LastInitiationTime == nil || ca.Status.LastInitiationFinishedTime == nil {
-		t.Fatalf("times not recorded: %+v", ca.Status)
-	}
 	pool, n := bundlePool(t, ca.Status.TrustBundle)
-	if n != 2 || !verifies(beforeA, pool) || !verifies(beforeB, pool) {
-		t.Fatalf("during the rotation the bundle (%d certificates) must trust the old certificates", n)
+	type prepared struct {
+		Previous                           string // fingerprint
+		InitiationTime, InitiationFinished bool   // recorded
+		BundleSize                         int
+		TrustsBeforeA, TrustsBeforeB       bool
+	}
+	if diff := cmp.Diff(prepared{Previous: fingerprint(oldCA), InitiationTime: true, InitiationFinished: true, BundleSize: 2, TrustsBeforeA: true, TrustsBeforeB: true},
+		prepared{Previous: previousFingerprint(ca), InitiationTime: ca.Status.LastInitiationTime != nil, InitiationFinished: ca.Status.LastInitiationFinishedTime != nil,
+			BundleSize: n, TrustsBeforeA: verifies(beforeA, pool), TrustsBeforeB: verifies(beforeB, pool)}); diff != "" {
+		t.Fatalf("after Start (-want +got):\n%s", diff)
+	}
+	if ca.Status.Current.Fingerprint == fingerprint(oldCA) {
+		t.Fatalf("after Start the current CA is still the old one %s", fingerprint(oldCA))
 	}
 	_, err = client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "team", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{})
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "phase is Prepared") {
@@ -167,8 +176,15 @@ func TestCARotation(t *testing.T) {
 	}
 	ca = waitForPhase(t, client, "team", rotationv1alpha1.PhaseCompleted)
 	pool, n = bundlePool(t, ca.Status.TrustBundle)
-	if n != 1 || ca.Status.Previous != nil || verifies(beforeB, pool) || !verifies(afterA, pool) || ca.Status.LastCompletionTime == nil {
-		t.Fatalf("after Complete: %d certificates in the bundle, previous %+v", n, ca.Status.Previous)
+	type completed struct {
+		BundleSize                  int
+		Previous                    string // fingerprint
+		TrustsBeforeB, TrustsAfterA bool
+		CompletionTime              bool // recorded
+	}
+	if diff := cmp.Diff(completed{BundleSize: 1, TrustsAfterA: true, CompletionTime: true},
+		completed{BundleSize: n, Previous: previousFingerprint(ca), TrustsBeforeB: verifies(beforeB, pool), TrustsAfterA: verifies(afterA, pool), CompletionTime: ca.Status.LastCompletionTime != nil}); diff != "" {
+		t.Fatalf("after Complete (-want +got):\n%s", diff)
 	}
 	keys := storedKeys(t, srv, "team")
 	if len(keys) != 1 || keys[0] == oldKeys[0] {
@@ -198,26 +214,34 @@ func TestCARotation(t *testing.T) {
 
 func fingerprint(c *x509.Certificate) string { return signing.Fingerprint(c) }
 
+// previousFingerprint is the fingerprint of the CA's previous certificate,
+// "" when it has none.
+func previousFingerprint(ca *rotationv1alpha1.CertificateAuthority) string {
+	if ca.Status.Previous == nil {
+		return ""
+	}
+	return ca.Status.Previous.Fingerprint
+}
+
 // waitForMetrics waits until /metrics has every line (or prefix) given.
 func waitForMetrics(t *testing.T, client clientset.Interface, want ...string) {
 	t.Helper()
-	var body []byte
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		body, err = client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	framework.Eventually(t, 30*time.Second, "/metrics has every line wanted", func(ctx context.Context) error {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
-			return false, nil
+			return err
 		}
+		var lacks []string
 		for _, w := range want {
 			if !strings.Contains(string(body), w) {
-				return false, nil
+				lacks = append(lacks, w)
 			}
 		}
-		return true, nil
+		if len(lacks) > 0 {
+			return fmt.Errorf("lacks %q", lacks)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("/metrics lacks some of %q", want)
-	}
 }
 
 func waitPending(t *testing.T, client clientset.Interface, name string, want int32) *rotationv1alpha1.CertificateAuthority {
@@ -231,6 +255,7 @@ func waitPending(t *testing.T, client clientset.Interface, name string, want int
 // Preparing (a test hook pauses the controller there) to show that neither
 // Complete nor a second Start is accepted then, and that nothing signs.
 func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"REKEY_TEST_PAUSE_AT=preparing-start"})
 	client := srv.Client
 	ctx := context.Background()
@@ -251,21 +276,18 @@ func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
 	// Nothing signs while the new key is being made: an approved request
 	// waits, its signer reporting why.
 	createAndApprove(t, client, requestFor(t, "waits", "example.com/held", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "the signer reports the rotation", func(ctx context.Context) error {
 		s, err := client.CertificatesV1alpha1().Signers().Get(ctx, "example.com:held", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		for _, c := range s.Status.Conditions {
 			if c.Type == certv1alpha1.SignerReady && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "Preparing") {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("conditions %+v", s.Status.Conditions)
 	})
-	if err != nil {
-		t.Fatal("the signer does not report the rotation")
-	}
 	got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "waits", metav1.GetOptions{})
 	if err != nil || issued(got) {
 		t.Fatalf("a request was signed during Preparing: %v", err)
@@ -276,7 +298,12 @@ func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
 // step of both phases, restarts it, and checks that the rotation ends in
 // the right phase with exactly one new key, the old key destroyed once
 // completed, and every certificate signed after Start from the new CA.
+// Each step has its own server and data directory, and the kill comes from
+// the server's own hook, not from the test's timing: the steps run in
+// parallel (most of each is the restarted server waiting out the killed
+// one's lease).
 func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		step   string
 		action rotationv1alpha1.RotationAction
@@ -289,6 +316,7 @@ func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
 		{"completing-binding-done", rotationv1alpha1.RotationComplete, rotationv1alpha1.PhaseCompleted},
 	} {
 		t.Run(tc.step, func(t *testing.T) {
+			t.Parallel()
 			dataDir := t.TempDir()
 			ctx := context.Background()
 			first := framework.StartStandalone(t, dataDir)
@@ -314,11 +342,12 @@ func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
 				}
 				t.Logf("the rotate call ended with %v (the server died answering it)", err)
 			}
-			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-				return doomed.Exited(), nil
-			}); err != nil {
-				t.Fatalf("the server did not die at %s", tc.step)
-			}
+			framework.Eventually(t, 60*time.Second, "the server dies at "+tc.step, func(context.Context) error {
+				if !doomed.Exited() {
+					return errors.New("still running")
+				}
+				return nil
+			})
 			if !strings.Contains(doomed.Log(), "Test hook: killing the process") {
 				t.Fatalf("the server exited, but not at the hook:\n%s", doomed.LogTail(4000))
 			}
@@ -326,15 +355,19 @@ func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
 			again := framework.StartStandalone(t, dataDir)
 			ca := waitForPhase(t, again.Client, "crash", tc.want)
 			keys := storedKeys(t, again, "crash")
-			switch tc.want {
-			case rotationv1alpha1.PhasePrepared:
-				if len(keys) != 2 || ca.Status.Previous == nil || ca.Status.Previous.Fingerprint != fingerprint(oldCA) {
-					t.Fatalf("after the restart: keys %v, previous %+v; want the old and exactly one new key", keys, ca.Status.Previous)
-				}
-			case rotationv1alpha1.PhaseCompleted:
-				if len(keys) != 1 || keys[0] == oldKeys[0] || ca.Status.Previous != nil {
-					t.Fatalf("after the restart: keys %v (old %v), previous %+v", keys, oldKeys, ca.Status.Previous)
-				}
+			type stored struct {
+				Keys       int
+				OldKeyLeft bool
+				Previous   string // fingerprint
+			}
+			// Prepared: the old key and exactly one new one, the old CA
+			// previous; Completed: one key, not the old one, no previous.
+			want := stored{Keys: 1}
+			if tc.want == rotationv1alpha1.PhasePrepared {
+				want = stored{Keys: 2, OldKeyLeft: true, Previous: fingerprint(oldCA)}
+			}
+			if diff := cmp.Diff(want, stored{Keys: len(keys), OldKeyLeft: slices.Contains(keys, oldKeys[0]), Previous: previousFingerprint(ca)}); diff != "" {
+				t.Fatalf("after the restart (keys %v, old %v) (-want +got):\n%s", keys, oldKeys, diff)
 			}
 			createAndApprove(t, again.Client, requestFor(t, "after-"+tc.step, "example.com/crash", fixtures.CSROptions{CommonName: "x"}, certv1alpha1.UsageClientAuth))
 			leaf := waitForCertificate(t, again.Client, "after-"+tc.step)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -51,22 +50,28 @@ func createAndApprove(t *testing.T, client clientset.Interface, csr *certv1alpha
 	return approved
 }
 
-// waitFor polls a request until cond holds.
+// waitFor waits until cond holds for the request and returns it.
 func waitFor(t *testing.T, client clientset.Interface, name string, timeout time.Duration, cond func(*certv1alpha1.CertificateSigningRequest) bool) *certv1alpha1.CertificateSigningRequest {
 	t.Helper()
 	var last *certv1alpha1.CertificateSigningRequest
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, timeout, "request "+name, func(ctx context.Context) error {
 		csr, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
 		last = csr
-		return cond(csr), nil
+		if !cond(csr) {
+			return fmt.Errorf("condition not reached; status: %s", statusOf(csr))
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("request %s: condition not reached within %s; last status: %+v", name, timeout, last.Status)
-	}
 	return last
+}
+
+// statusOf is a request's status for a message: its conditions, and the
+// certificate's size rather than its bytes.
+func statusOf(csr *certv1alpha1.CertificateSigningRequest) string {
+	return fmt.Sprintf("conditions %+v, certificate %d bytes", csr.Status.Conditions, len(csr.Status.Certificate))
 }
 
 func issued(csr *certv1alpha1.CertificateSigningRequest) bool { return len(csr.Status.Certificate) > 0 }
@@ -86,21 +91,24 @@ func waitForCertificate(t *testing.T, client clientset.Interface, name string) *
 	return certs[0]
 }
 
+// caOf waits until the CertificateAuthority has a current certificate and
+// returns it.
 func caOf(t *testing.T, client clientset.Interface, caName string) *x509.Certificate {
 	t.Helper()
-	var ca *rotationv1alpha1.CertificateAuthority
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, signTimeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		ca, err = client.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
-		return err == nil && ca.Status.Current != nil, nil
+	var cert *x509.Certificate
+	framework.Eventually(t, signTimeout, "CertificateAuthority "+caName+" has a certificate", func(ctx context.Context) error {
+		ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ca.Status.Current == nil {
+			return fmt.Errorf("no current certificate; status %+v", ca.Status)
+		}
+		if cert, err = authority.ParseCertificatePEM(ca.Status.Current.Certificate); err != nil {
+			return framework.Permanent(err)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("CertificateAuthority %s has no certificate: %+v", caName, ca)
-	}
-	cert, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return cert
 }
 
@@ -117,6 +125,7 @@ func verifyChain(t *testing.T, leaf, ca *x509.Certificate, usage x509.ExtKeyUsag
 }
 
 func TestApprovedRequestIsSignedByTheBuiltInSigner(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ca := caOf(t, client, "rekey.io-kube-apiserver-client")
@@ -172,6 +181,7 @@ func TestApprovedRequestIsSignedByTheBuiltInSigner(t *testing.T) {
 }
 
 func TestPolicyViolationFailsWithTheRule(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	createAndApprove(t, client, requestFor(t, "bad-node", "rekey.io/kube-apiserver-client-kubelet",
@@ -193,6 +203,7 @@ func TestPolicyViolationFailsWithTheRule(t *testing.T) {
 }
 
 func TestDeniedRequestIsNeverSigned(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
@@ -209,24 +220,20 @@ func TestDeniedRequestIsNeverSigned(t *testing.T) {
 	createAndApprove(t, client, requestFor(t, "witness", "rekey.io/kube-apiserver-client", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
 	waitForCertificate(t, client, "witness")
 	// Checked throughout a window, failing at the first sign of action.
-	var broken error
-	// The checks use the test's context: the poll's ends with the window.
-	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+	framework.Stays(t, 2*time.Second, "the denied request is left alone", func(ctx context.Context) error {
 		got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "denied", metav1.GetOptions{})
-		switch {
-		case err != nil:
-			broken = err
-		case issued(got) || hasCondition(got, certv1alpha1.CertificateFailed):
-			broken = fmt.Errorf("denied request was acted on: %+v", got.Status)
+		if err != nil {
+			return err
 		}
-		return broken != nil, nil
+		if issued(got) || hasCondition(got, certv1alpha1.CertificateFailed) {
+			return fmt.Errorf("denied request was acted on: %s", statusOf(got))
+		}
+		return nil
 	})
-	if broken != nil {
-		t.Fatal(broken)
-	}
 }
 
 func TestSameRequestTwiceGetsTwoCertificates(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	key := fixtures.NewKey(t)
@@ -247,6 +254,7 @@ func TestSameRequestTwiceGetsTwoCertificates(t *testing.T) {
 
 // TestKeyAlgorithms creates a CA per algorithm with a signer on it.
 func TestKeyAlgorithms(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	for _, alg := range []rotationv1alpha1.KeyAlgorithm{rotationv1alpha1.ECDSAP384, rotationv1alpha1.RSA2048, rotationv1alpha1.RSA3072, rotationv1alpha1.Ed25519} {
@@ -283,6 +291,7 @@ func createCAAndSigner(t *testing.T, client clientset.Interface, name string, sp
 }
 
 func TestSignerValidation(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	_, err := srv.Client.CertificatesV1alpha1().Signers().Create(context.Background(), &certv1alpha1.Signer{
 		ObjectMeta: metav1.ObjectMeta{Name: "wrong-name"},
