@@ -56,9 +56,18 @@ func runAgent(t *testing.T, args ...string) (string, error) {
 
 func nodeRequests(t *testing.T, client clientset.Interface) []certv1alpha1.CertificateSigningRequest {
 	t.Helper()
-	list, err := client.CertificatesV1alpha1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	out, err := listNodeRequests(context.Background(), client)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// listNodeRequests lists the requests agents made (named node-csr-...).
+func listNodeRequests(ctx context.Context, client clientset.Interface) ([]certv1alpha1.CertificateSigningRequest, error) {
+	list, err := client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
 	var out []certv1alpha1.CertificateSigningRequest
 	for _, csr := range list.Items {
@@ -66,7 +75,15 @@ func nodeRequests(t *testing.T, client clientset.Interface) []certv1alpha1.Certi
 			out = append(out, csr)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// requestWatches is how many watches of one named request the server has
+// open: what an agent holds while it waits on its request (csrwait
+// watches by metadata.name, which the server counts with scope
+// "resource"; the controllers' informers watch with scope "cluster").
+func requestWatches(ctx context.Context, client clientset.Interface) (float64, error) {
+	return readMetricValue(ctx, client, `apiserver_longrunning_requests{component="apiserver",group="certificates.rekey.io",resource="certificatesigningrequests",scope="resource",subresource="",verb="WATCH",version="v1alpha1"} `)
 }
 
 // TestAgentBootstrapsFromNothing: `rekey-agent run --once` with a bootstrap
@@ -74,6 +91,7 @@ func nodeRequests(t *testing.T, client clientset.Interface) []certv1alpha1.Certi
 // create), writes the pair and the node's kubeconfig; a second run finds
 // it current and asks nothing; exec-credential hands it out.
 func TestAgentBootstrapsFromNothing(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	certDir, nodeKubeconfig := t.TempDir(), filepath.Join(t.TempDir(), "kubelet.kubeconfig")
 	args := []string{"run", "--once", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--kubeconfig", nodeKubeconfig,
@@ -145,6 +163,7 @@ func TestAgentBootstrapsFromNothing(t *testing.T) {
 // same request (no second one); once approved, the next run stores the
 // certificate.
 func TestAgentRestartedWhileWaitingFindsItsRequest(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	ctx := context.Background()
 	makeManualNodeSigner(t, srv)
@@ -206,6 +225,7 @@ func makeManualNodeSigner(t *testing.T, srv *framework.Standalone) {
 // request it created; the restarted agent creates no second request and
 // stores the certificate once it is approved.
 func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	makeManualNodeSigner(t, srv)
 	certDir := t.TempDir()
@@ -213,11 +233,16 @@ func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
 		"--node-name", "n3", "--signer-name", "example.com/nodes-by-hand", "--wait-timeout", "10m"}
 	cmd := framework.StartAgent(t, args...)
 	var requests []certv1alpha1.CertificateSigningRequest
-	deadline := time.Now().Add(30 * time.Second)
-	for len(requests) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		requests = nodeRequests(t, srv.Client)
-	}
+	framework.Eventually(t, 30*time.Second, "the agent's request", func(ctx context.Context) error {
+		var err error
+		if requests, err = listNodeRequests(ctx, srv.Client); err != nil {
+			return err
+		}
+		if len(requests) == 0 {
+			return errors.New("no request yet")
+		}
+		return nil
+	})
 	if len(requests) != 1 {
 		t.Fatalf("%d requests while the agent waits, want 1", len(requests))
 	}
@@ -225,6 +250,14 @@ func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	// The killed agent's watch on its request ends with its connection;
+	// the restarted agent's is then the witness that it is waiting.
+	framework.Eventually(t, 30*time.Second, "the killed agent's watch ends", func(ctx context.Context) error {
+		if n, err := requestWatches(ctx, srv.Client); err != nil || n != 0 {
+			return fmt.Errorf("%v watches of a request open (%v)", n, err)
+		}
+		return nil
+	})
 
 	restarted := exec.Command(framework.Binary(t, "rekey-agent"), append(args, "--once")...)
 	var out bytes.Buffer
@@ -232,8 +265,14 @@ func TestAgentKilledAfterCreatingItsRequest(t *testing.T) {
 	if err := restarted.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Give the restarted agent time to find (or wrongly make) its request.
-	time.Sleep(2 * time.Second)
+	// Once it watches a request, it has found (or wrongly made) the one it
+	// waits on.
+	framework.Eventually(t, 30*time.Second, "the restarted agent waits on a request", func(ctx context.Context) error {
+		if n, err := requestWatches(ctx, srv.Client); err != nil || n == 0 {
+			return fmt.Errorf("%v watches of a request open (%v)", n, err)
+		}
+		return nil
+	})
 	if n := len(nodeRequests(t, srv.Client)); n != 1 {
 		t.Fatalf("%d requests after the restart, want the same one", n)
 	}
@@ -282,6 +321,9 @@ func agentMetric(addr, line string) float64 {
 // It renews at once on a CA rotation; in a second rotation the server is
 // down when the agent looks: it keeps its valid certificate, counts the
 // failures, backs off, and renews once the server is back.
+//
+// Not parallel: the server comes back on the port the agent's kubeconfig
+// names, which a test running beside it could take while it is down.
 func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 	dataDir := t.TempDir()
 	srv := framework.StartStandalone(t, dataDir)
@@ -293,17 +335,18 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 	waitForLeaf := func(what string, ok func(*x509.Certificate) bool) *x509.Certificate {
 		t.Helper()
 		var leaf *x509.Certificate
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			if pair, err := store.Current(); err == nil && ok(pair.Leaf) {
-				return pair.Leaf
-			} else if err == nil {
-				leaf = pair.Leaf
+		framework.Eventually(t, 60*time.Second, "a certificate "+what, func(context.Context) error {
+			pair, err := store.Current()
+			if err != nil {
+				return err
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("no certificate %s (last: %v)", what, leaf)
-		return nil
+			if !ok(pair.Leaf) {
+				return fmt.Errorf("the current one (serial %s from %s) is not", pair.Leaf.SerialNumber, pair.Leaf.Issuer)
+			}
+			leaf = pair.Leaf
+			return nil
+		})
+		return leaf
 	}
 	first := waitForLeaf("from the bootstrap", func(*x509.Certificate) bool { return true })
 
@@ -340,13 +383,12 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const checkErrors = `rekey_agent_renewal_errors_total{prefix="rekey-client",reason="issuer_check"}`
-	deadline := time.Now().Add(30 * time.Second)
-	for agentMetric(metricsAddr, checkErrors) < 2 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if v := agentMetric(metricsAddr, checkErrors); v < 2 {
-		t.Fatalf("failures counted while the server is down: %v", v)
-	}
+	framework.Eventually(t, 30*time.Second, "failures counted while the server is down", func(context.Context) error {
+		if v := agentMetric(metricsAddr, checkErrors); v < 2 {
+			return fmt.Errorf("%s is %v, want at least 2", checkErrors, v)
+		}
+		return nil
+	})
 	if pair, err := store.Current(); err != nil || !pair.Leaf.Equal(second) {
 		t.Fatalf("the valid certificate was not kept while the server was down: %v", err)
 	}
@@ -372,22 +414,22 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 // rotates several times in a few seconds, each time with the node's
 // current certificate.
 func TestAgentRenewsAtItsDeadlineAgainAndAgain(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	certDir := t.TempDir()
 	framework.StartAgent(t, "run", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv),
 		"--cert-dir", certDir, "--node-name", "n5", "--expiration-seconds", "600", "--renew-before", "598s", "--issuer-check-interval", "0")
 	store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
 	var seen []*x509.Certificate
-	deadline := time.Now().Add(60 * time.Second)
-	for len(seen) < 4 && time.Now().Before(deadline) {
+	framework.Eventually(t, 60*time.Second, "the bootstrap certificate and three renewals", func(context.Context) error {
 		if pair, err := store.Current(); err == nil && (len(seen) == 0 || !pair.Leaf.Equal(seen[len(seen)-1])) {
 			seen = append(seen, pair.Leaf)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(seen) < 4 {
-		t.Fatalf("%d certificates in 60s, want the bootstrap one and three renewals", len(seen))
-	}
+		if len(seen) < 4 {
+			return fmt.Errorf("%d certificates so far", len(seen))
+		}
+		return nil
+	})
 	for _, c := range seen {
 		if life := time.Until(c.NotAfter); life > 10*time.Minute || life < 9*time.Minute {
 			t.Errorf("certificate valid for %s more, want about ten minutes", life)
@@ -408,6 +450,7 @@ func TestAgentRenewsAtItsDeadlineAgainAndAgain(t *testing.T) {
 // the renewed pair and making it current; the restarted agent finds the
 // previous pair whole and current.
 func TestAgentKilledDuringTheSwapKeepsAWorkingPair(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	certDir := t.TempDir()
 	args := []string{"run", "--once", "--bootstrap-kubeconfig", bootstrapKubeconfig(t, srv), "--cert-dir", certDir, "--node-name", "n6", "--issuer-check-interval", "0"}

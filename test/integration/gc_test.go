@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,18 +11,40 @@ import (
 
 // gcPercent waits until the server reports a GC percentage for which ok
 // holds (the tuner sets it after the server's next collection) and
-// returns it.
+// returns the last one it read.
 func gcPercent(t *testing.T, srv *framework.Standalone, ok func(float64) bool) float64 {
 	t.Helper()
 	var got float64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got = metricValue(t, srv.Client, "go_gc_gogc_percent ")
-		if ok(got) || time.Now().After(deadline) {
-			return got
+	_ = framework.EventuallyErr(30*time.Second, func(ctx context.Context) error {
+		var err error
+		if got, err = readMetricValue(ctx, srv.Client, "go_gc_gogc_percent "); err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		if !ok(got) {
+			return fmt.Errorf("go_gc_gogc_percent %v", got)
+		}
+		return nil
+	})
+	return got
+}
+
+// afterACollection waits until the server has collected garbage since
+// this call: a GC tuner retunes after every collection, so by then one
+// would have acted (the sleep this replaces only hoped for a few).
+func afterACollection(t *testing.T, srv *framework.Standalone) {
+	t.Helper()
+	const cycles = "go_gc_cycles_total_gc_cycles_total "
+	before := metricValue(t, srv.Client, cycles)
+	framework.Eventually(t, 30*time.Second, "a collection in the server", func(ctx context.Context) error {
+		n, err := readMetricValue(ctx, srv.Client, cycles)
+		if err != nil {
+			return err
+		}
+		if n <= before {
+			return fmt.Errorf("%v collections, as before", n)
+		}
+		return nil
+	})
 }
 
 // TestGCHeapFloor: a fresh server's live heap is far below half a 256 MiB
@@ -29,14 +53,14 @@ func gcPercent(t *testing.T, srv *framework.Standalone, ok func(float64) bool) f
 // go_gc_gogc_percent); by default (no floor) it stays at 100, and a
 // GOMEMLIMIT below twice the floor lowers it.
 func TestGCHeapFloor(t *testing.T) {
+	t.Parallel()
 	floored := gcPercent(t, framework.StartStandalone(t, t.TempDir(), "--gc-heap-floor=256Mi"), func(p float64) bool { return p > 100 })
 	if floored <= 100 {
 		t.Fatalf("go_gc_gogc_percent %v with --gc-heap-floor=256Mi, want over 100", floored)
 	}
 
 	byDefault := framework.StartStandalone(t, t.TempDir())
-	// Give the server time for a few collections: a tuner would have acted.
-	time.Sleep(2 * time.Second)
+	afterACollection(t, byDefault)
 	if got := metricValue(t, byDefault.Client, "go_gc_gogc_percent "); got != 100 {
 		t.Fatalf("go_gc_gogc_percent %v by default, want 100", got)
 	}
@@ -44,7 +68,7 @@ func TestGCHeapFloor(t *testing.T) {
 	// With GOMEMLIMIT=160MiB the floor is 80 MiB, not 256: the percentage
 	// must be well below the first server's (the live heaps are alike).
 	limited := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"GOMEMLIMIT=160MiB"}, "--gc-heap-floor=256Mi")
-	time.Sleep(2 * time.Second)
+	afterACollection(t, limited)
 	got := metricValue(t, limited.Client, "go_gc_gogc_percent ")
 	if got >= floored/2 {
 		t.Fatalf("go_gc_gogc_percent %v with GOMEMLIMIT=160MiB, want well below the %v of a 256 MiB floor", got, floored)

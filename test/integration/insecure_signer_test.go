@@ -20,7 +20,15 @@ const insecureTestSigner = "rekey.io/insecure-test"
 // nodeRequest is a node client request for signer, created as the admin.
 func nodeRequest(t *testing.T, client clientset.Interface, name, signer string) *certv1alpha1.CertificateSigningRequest {
 	t.Helper()
-	csr, err := client.CertificatesV1alpha1().CertificateSigningRequests().Create(context.Background(), &certv1alpha1.CertificateSigningRequest{
+	csr, err := createNodeRequest(context.Background(), t, client, name, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return csr
+}
+
+func createNodeRequest(ctx context.Context, t *testing.T, client clientset.Interface, name, signer string) (*certv1alpha1.CertificateSigningRequest, error) {
+	return client.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, &certv1alpha1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certv1alpha1.CertificateSigningRequestSpec{
 			Request:    fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:dev-1", Organizations: []string{"system:nodes"}}),
@@ -28,10 +36,6 @@ func nodeRequest(t *testing.T, client clientset.Interface, name, signer string) 
 			Usages:     []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth},
 		},
 	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return csr
 }
 
 // TestInsecureTestSignerOnlyWithItsFlag: with --enable-insecure-test-signer
@@ -39,21 +43,24 @@ func nodeRequest(t *testing.T, client clientset.Interface, name, signer string) 
 // request in its create, saying that nothing was verified; without the
 // flag there is no such signer and the same request stays pending.
 func TestInsecureTestSignerOnlyWithItsFlag(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	on := framework.StartStandalone(t, t.TempDir(), "--enable-insecure-test-signer")
 	var issued *certv1alpha1.CertificateSigningRequest
-	for i := 0; ; i++ {
-		// The built-in Signer reaches the issuer's cache a moment after
-		// start; until then requests stay pending.
-		issued = nodeRequest(t, on.Client, fmt.Sprintf("dev-%d", i), insecureTestSigner)
-		if len(issued.Status.Certificate) > 0 {
-			break
+	i := 0
+	// The built-in Signer reaches the issuer's cache a moment after start;
+	// until then requests stay pending.
+	framework.Eventually(t, 30*time.Second, "a request issued at create", func(ctx context.Context) error {
+		var err error
+		if issued, err = createNodeRequest(ctx, t, on.Client, fmt.Sprintf("dev-%d", i), insecureTestSigner); err != nil {
+			return framework.Permanent(err)
 		}
-		if i == 100 {
-			t.Fatalf("never issued at create: %+v", issued.Status)
+		i++
+		if len(issued.Status.Certificate) == 0 {
+			return fmt.Errorf("pending: %s", statusOf(issued))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	var attested *certv1alpha1.CertificateSigningRequestCondition
 	for i := range issued.Status.Conditions {
 		if issued.Status.Conditions[i].Type == certv1alpha1.CertificateAttested {
@@ -66,16 +73,10 @@ func TestInsecureTestSignerOnlyWithItsFlag(t *testing.T) {
 
 	off := framework.StartStandalone(t, t.TempDir())
 	// Once the built-ins are there, the insecure one is not among them.
-	for i := 0; ; i++ {
+	framework.Eventually(t, 30*time.Second, "the built-in signers", func(ctx context.Context) error {
 		_, err := off.Client.CertificatesV1alpha1().Signers().Get(ctx, "rekey.io:kubelet-serving-tpm", metav1.GetOptions{})
-		if err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatal("no built-in signers")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 	if _, err := off.Client.CertificatesV1alpha1().Signers().Get(ctx, "rekey.io:insecure-test", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the insecure test signer without its flag: %v", err)
 	}

@@ -33,6 +33,7 @@ func nodeClientRequest(t *testing.T, name, node string, orgs ...string) *certv1a
 // answered approved and signed; whatever that permission does not cover is
 // refused with the reason, and nothing is stored or signed.
 func TestNodeClientSubresources(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	ctx := context.Background()
 	ca := caOf(t, srv.Client, "rekey.io-kube-apiserver-client-kubelet")
@@ -43,21 +44,23 @@ func TestNodeClientSubresources(t *testing.T) {
 	// starts: until then the subresource answers 503 (retry) or approves
 	// without a certificate.
 	var issued *certv1alpha1.CertificateSigningRequest
-	for i := 0; issued == nil; i++ {
+	i := 0
+	framework.Eventually(t, 30*time.Second, "a selfnodeclient create signed in its write", func(ctx context.Context) error {
 		out, err := requests.CreateSelfNodeClient(ctx, fmt.Sprintf("n1-%d", i), nodeClientRequest(t, "", "n1"), metav1.CreateOptions{})
+		i++
 		switch {
 		case apierrors.IsServiceUnavailable(err):
+			return err
 		case err != nil:
-			t.Fatalf("selfnodeclient create: %v", err)
+			return framework.Permanent(fmt.Errorf("selfnodeclient create: %w", err))
 		case !hasCondition(out, certv1alpha1.CertificateApproved):
-			t.Fatalf("selfnodeclient create answered without approval: %+v", out.Status)
-		case len(out.Status.Certificate) > 0:
-			issued = out
+			return framework.Permanent(fmt.Errorf("selfnodeclient create answered without approval: %+v", out.Status))
+		case len(out.Status.Certificate) == 0:
+			return fmt.Errorf("approved without a certificate: %s", statusOf(out))
 		}
-		if i == 100 {
-			t.Fatal("no selfnodeclient create was signed in its write")
-		}
-	}
+		issued = out
+		return nil
+	})
 	if issued.Spec.Username != "system:node:n1" {
 		t.Fatalf("requester %q, want the authenticated node", issued.Spec.Username)
 	}
@@ -170,6 +173,7 @@ func mainCreateStillReviews(t *testing.T, node clientset.Interface) {
 // controller's informer for it lists that request and approves it (with a
 // SubjectAccessReview, as at create), and the approval write signs it.
 func TestApproverTakesUpWhatWaitsWhenASignerStartsApprovingNodes(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	ctx := context.Background()
 	signers := srv.Client.CertificatesV1alpha1().Signers()
@@ -188,37 +192,38 @@ func TestApproverTakesUpWhatWaitsWhenASignerStartsApprovingNodes(t *testing.T) {
 	node, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
 	// Wait until the server has its Signers and keys: a node's create
 	// through selfnodeclient is signed in its write.
-	for i := 0; ; i++ {
-		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(ctx, fmt.Sprintf("ready-%d", i), nodeClientRequest(t, "", "n1"), metav1.CreateOptions{})
-		if err != nil && !apierrors.IsServiceUnavailable(err) {
-			t.Fatal(err)
+	ready := 0
+	framework.Eventually(t, 30*time.Second, "a selfnodeclient create signed in its write", func(ctx context.Context) error {
+		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(ctx, fmt.Sprintf("ready-%d", ready), nodeClientRequest(t, "", "n1"), metav1.CreateOptions{})
+		ready++
+		switch {
+		case apierrors.IsServiceUnavailable(err):
+			return err
+		case err != nil:
+			return framework.Permanent(err)
+		case len(out.Status.Certificate) == 0:
+			return fmt.Errorf("not signed in its write: %s", statusOf(out))
 		}
-		if err == nil && len(out.Status.Certificate) > 0 {
-			break
-		}
-		if i == 100 {
-			t.Fatal("no selfnodeclient create was signed in its write")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	setMode(certv1alpha1.ApprovalManual)
 
 	// The create's own decision follows the Signer as the server sees it:
 	// retry until a create is stored pending under Manual.
 	var waiting *certv1alpha1.CertificateSigningRequest
-	for i := 0; waiting == nil; i++ {
-		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, nodeClientRequest(t, fmt.Sprintf("waits-%d", i), "n1"), metav1.CreateOptions{})
+	tries := 0
+	framework.Eventually(t, 30*time.Second, "a create stored pending under Manual (the Signer stays in NodeClient mode for the server)", func(ctx context.Context) error {
+		out, err := node.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, nodeClientRequest(t, fmt.Sprintf("waits-%d", tries), "n1"), metav1.CreateOptions{})
+		tries++
 		if err != nil {
-			t.Fatal(err)
+			return framework.Permanent(err)
 		}
-		if len(out.Status.Conditions) == 0 {
-			waiting = out
+		if len(out.Status.Conditions) > 0 {
+			return fmt.Errorf("decided at create: %s", statusOf(out))
 		}
-		if i == 50 {
-			t.Fatal("every create was approved: the Signer stays in NodeClient mode for the server")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		waiting = out
+		return nil
+	})
 
 	setMode(certv1alpha1.ApprovalNodeClient)
 	issued := waitFor(t, srv.Client, waiting.Name, 30*time.Second, func(csr *certv1alpha1.CertificateSigningRequest) bool {
