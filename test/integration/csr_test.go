@@ -5,6 +5,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -49,6 +51,7 @@ func hasCondition(csr *certv1alpha1.CertificateSigningRequest, typ certv1alpha1.
 }
 
 func TestCSRLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := framework.StartStandalone(t, t.TempDir())
 	csrs := srv.Client.CertificatesV1alpha1().CertificateSigningRequests()
@@ -181,32 +184,39 @@ func containsAll(list []string, want ...string) bool {
 	return true
 }
 
+// expectEvent reads w until an event of typ for the request name for
+// which ok holds; every event on the way must be a request of
+// example.com/watched.
 func expectEvent(t *testing.T, w watch.Interface, typ watch.EventType, name string, ok func(*certv1alpha1.CertificateSigningRequest) bool) {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev, open := <-w.ResultChan():
+	framework.Eventually(t, 30*time.Second, fmt.Sprintf("a %s event for %s", typ, name), func(context.Context) error {
+		for {
+			var ev watch.Event
+			var open bool
+			select {
+			case ev, open = <-w.ResultChan():
+			default:
+				return errors.New("not seen yet")
+			}
 			if !open {
-				t.Fatalf("watch closed while waiting for %s %s", typ, name)
+				return framework.Permanent(errors.New("the watch closed"))
 			}
 			csr, isCSR := ev.Object.(*certv1alpha1.CertificateSigningRequest)
 			if !isCSR {
-				t.Fatalf("unexpected watch object %T: %+v", ev.Object, ev.Object)
+				return framework.Permanent(fmt.Errorf("unexpected watch object %T: %+v", ev.Object, ev.Object))
 			}
 			if csr.Spec.SignerName != "example.com/watched" {
-				t.Fatalf("field selector let through %s (%s)", csr.Name, csr.Spec.SignerName)
+				return framework.Permanent(fmt.Errorf("field selector let through %s (%s)", csr.Name, csr.Spec.SignerName))
 			}
 			if ev.Type == typ && csr.Name == name && ok(csr) {
-				return
+				return nil
 			}
-		case <-timeout:
-			t.Fatalf("no %s event for %s within 30s", typ, name)
 		}
-	}
+	})
 }
 
 func TestMalformedRequestsAreRejectedAndNothingIsStored(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := framework.StartStandalone(t, t.TempDir())
 	csrs := srv.Client.CertificatesV1alpha1().CertificateSigningRequests()
@@ -257,6 +267,7 @@ func TestMalformedRequestsAreRejectedAndNothingIsStored(t *testing.T) {
 }
 
 func TestSystemMastersClientCertificateIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	csr := newCSR(t, "masters", "rekey.io/kube-apiserver-client")
 	csr.Spec.Request = fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "root", Organizations: []string{"system:masters"}})
@@ -267,6 +278,7 @@ func TestSystemMastersClientCertificateIsRefused(t *testing.T) {
 }
 
 func TestRestartKeepsObjects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	first := framework.StartStandalone(t, dir)
@@ -296,6 +308,7 @@ func TestRestartKeepsObjects(t *testing.T) {
 }
 
 func TestNonAdminUsersRequestButCannotApprove(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := framework.StartStandalone(t, t.TempDir())
 	bob, _ := srv.ClientFor(t, "bob", "devs")

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -21,6 +21,7 @@ import (
 // and request together produce a certificate, so the documentation cannot
 // drift from the API.
 func TestExampleManifestsAreAccepted(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	dir := filepath.Join(framework.RepoRoot(), "artifacts", "examples")
 	for _, f := range []string{"ca.yaml", "signer.yaml"} {
@@ -33,14 +34,16 @@ func TestExampleManifestsAreAccepted(t *testing.T) {
 	if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, "rotatingcredential.yaml")); err != nil {
 		t.Fatalf("kubectl create -f rotatingcredential.yaml: %v %s%s", err, out, errOut)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "the standalone server reports NoHostCluster for the RotatingCredential example", func(ctx context.Context) error {
 		rc, err := srv.Client.RotationV1alpha1().RotatingCredentials("team-a").Get(ctx, "db-password", metav1.GetOptions{})
-		c := meta.FindStatusCondition(rc.Status.Conditions, "Degraded")
-		return err == nil && c != nil && c.Reason == "NoHostCluster", nil
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(rc.Status.Conditions, "Degraded"); c == nil || c.Reason != "NoHostCluster" {
+			return fmt.Errorf("Degraded is %+v", c)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatal("the standalone server did not report NoHostCluster for the RotatingCredential example")
-	}
 	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "artifacts", "examples", "csr*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)

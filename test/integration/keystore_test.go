@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -39,6 +39,7 @@ func writeCA(t *testing.T, dir, cn string) *pki.KeyPair {
 }
 
 func TestFileKeyStorePicksUpAReplacedCAWithoutRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := framework.StartStandalone(t, t.TempDir(), "--file-keystore-dir="+dir)
 	client := srv.Client
@@ -59,16 +60,20 @@ func TestFileKeyStorePicksUpAReplacedCAWithoutRestart(t *testing.T) {
 		t.Fatalf("issuer = %s", leaf.Issuer.CommonName)
 	}
 	// The CA's status follows the file too.
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "the CA status shows the replacing certificate", func(ctx context.Context) error {
 		ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, "adopted", metav1.GetOptions{})
-		return err == nil && ca.Status.Current != nil && strings.Contains(ca.Status.TrustBundle, string(second.CertPEM()[30:80])), nil
+		if err != nil {
+			return err
+		}
+		if ca.Status.Current == nil || !strings.Contains(ca.Status.TrustBundle, string(second.CertPEM()[30:80])) {
+			return errors.New("it still shows the replaced one")
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatal("CA status still shows the replaced certificate")
-	}
 }
 
 func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
+	t.Parallel()
 	const module = "/usr/lib/softhsm/libsofthsm2.so"
 	if _, err := os.Stat(module); err != nil {
 		t.Fatalf("SoftHSM2 is not installed (hack/install-test-deps.sh installs it): %v", err)
@@ -149,6 +154,7 @@ func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
 // PKCS#11 modules and files the server was started with; loading a module
 // runs its code in the server.
 func TestKeyStorePathsAreAllowListed(t *testing.T) {
+	t.Parallel()
 	allowed := t.TempDir()
 	writeCA(t, allowed, "allowed")
 	outside := t.TempDir()
@@ -193,6 +199,9 @@ func TestKeyStorePathsAreAllowListed(t *testing.T) {
 	}
 }
 
+// Not parallel: framework.StartEtcd does not choose again when the ports
+// it picked are taken before etcd listens (StartStandalone does), which
+// tests starting beside it would make likelier.
 func TestEtcdKeyStoreHoldsCiphertextOnlyAndRefusesAWrongKEK(t *testing.T) {
 	etcdURL, etcd := framework.StartEtcd(t)
 	dir := t.TempDir()

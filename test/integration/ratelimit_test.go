@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -48,18 +47,20 @@ func TestCreateTimeIssuanceIsRateLimitedPerRequester(t *testing.T) {
 	// token taken): wait with throwaway nodes, one per try, whose buckets
 	// the test does not use.
 	i := 0
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, "a selfnodeclient create signed in its write", func(ctx context.Context) error {
 		i++
 		waiter, _ := srv.ClientFor(t, fmt.Sprintf("system:node:w%d", i), "system:nodes")
 		out, err := waiter.CertificatesV1alpha1().CertificateSigningRequests().CreateSelfNodeClient(ctx, fmt.Sprintf("w%d", i), nodeClientRequest(t, "", fmt.Sprintf("w%d", i)), metav1.CreateOptions{})
-		if err != nil && !apierrors.IsServiceUnavailable(err) {
-			return false, fmt.Errorf("waiting for the server: %w", err)
+		switch {
+		case apierrors.IsServiceUnavailable(err):
+			return err
+		case err != nil:
+			return framework.Permanent(fmt.Errorf("waiting for the server: %w", err))
+		case len(out.Status.Certificate) == 0:
+			return fmt.Errorf("not signed in its write: %s", statusOf(out))
 		}
-		return err == nil && len(out.Status.Certificate) > 0, nil
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("no selfnodeclient create was signed in its write: %v", err)
-	}
 	n1, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
 	for i := 1; i <= 3; i++ {
 		out, _, err := createSelfNodeClientOnce(ctx, n1, nodeClientRequest(t, fmt.Sprintf("n1-%d", i), "n1"))

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -87,13 +88,8 @@ func TestSIGTERMWithWatchesOpenExitsCleanly(t *testing.T) {
 		}
 	}
 	for i, w := range watches {
-		select {
-		case _, open := <-drain(w.ResultChan()):
-			if open {
-				t.Errorf("watch %d still open after the server exited", i)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("watch %d not ended by the server's exit", i)
+		if err := framework.EventuallyErr(5*time.Second, func(context.Context) error { return ended(w) }); err != nil {
+			t.Errorf("watch %d not ended by the server's exit: %v", i, err)
 		}
 	}
 
@@ -116,20 +112,21 @@ func TestSIGTERMWithWatchesOpenExitsCleanly(t *testing.T) {
 // waitForEvent reads w until an event for the object named name.
 func waitForEvent(t *testing.T, w watch.Interface, name string) {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				t.Fatalf("watch closed before an event for %s", name)
+	framework.Eventually(t, 30*time.Second, "a watch event for "+name, func(context.Context) error {
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return framework.Permanent(errors.New("the watch closed first"))
+				}
+				if m, err := metaName(ev.Object); err == nil && m == name {
+					return nil
+				}
+			default:
+				return errors.New("not seen yet")
 			}
-			if m, err := metaName(ev.Object); err == nil && m == name {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no watch event for %s", name)
 		}
-	}
+	})
 }
 
 func metaName(obj any) (string, error) {
@@ -140,14 +137,17 @@ func metaName(obj any) (string, error) {
 	return m.GetName(), nil
 }
 
-// drain forwards whatever events remain and reports the channel's close
-// as a receive of (zero, false).
-func drain(ch <-chan watch.Event) <-chan watch.Event {
-	out := make(chan watch.Event)
-	go func() {
-		for range ch {
+// ended reads whatever events remain on w and says whether its channel
+// is closed.
+func ended(w watch.Interface) error {
+	for {
+		select {
+		case _, open := <-w.ResultChan():
+			if !open {
+				return nil
+			}
+		default:
+			return errors.New("still open")
 		}
-		close(out)
-	}()
-	return out
+	}
 }

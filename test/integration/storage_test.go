@@ -33,6 +33,10 @@ func storedCSR(t *testing.T, etcd *clientv3.Client, name string) []byte {
 // Objects are stored as protobuf by default; objects stored as JSON (by
 // --storage-media-type=application/json, or an older rekey) stay readable
 // and are rewritten as protobuf on their next update.
+//
+// Not parallel: framework.StartEtcd does not choose again when the ports
+// it picked are taken before etcd listens (StartStandalone does), which
+// tests starting beside it would make likelier.
 func TestObjectsAreStoredAsProtobufAndJSONStillReads(t *testing.T) {
 	ctx := context.Background()
 	etcdURL, etcd := framework.StartEtcd(t)
@@ -75,6 +79,7 @@ func TestObjectsAreStoredAsProtobufAndJSONStillReads(t *testing.T) {
 // the watch) are not gzipped unless the WatchListCompression gate is turned
 // back on: events are small and flushed one at a time.
 func TestWatchIsNotCompressedByDefault(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -23,6 +23,11 @@ import (
 	"rekey.io/rekey/test/framework"
 )
 
+// The TPM tests are not parallel: each manufactures an emulated TPM with
+// swtpm_setup, whose EK certificates the host's one swtpm local CA signs,
+// and StartSWTPM does not choose again when the ports it picked are taken;
+// they take about a second each.
+
 // TestTPMAttestationFlow runs both sides of the attestation against the
 // swtpm emulator: the node's EK certificate chains to the swtpm local CA
 // and names the EK the TPM derives, the AK passes the server's checks, the
