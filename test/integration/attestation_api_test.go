@@ -19,6 +19,7 @@ import (
 // refuses areas that are not an EK or a restricted AK; its status is
 // rekey's alone.
 func TestAttestationAPI(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := framework.StartStandalone(t, t.TempDir())
 	root, _ := framework.SWTPMRoots(t)

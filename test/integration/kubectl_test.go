@@ -11,6 +11,7 @@ import (
 )
 
 func TestKubectlAgainstStandaloneServer(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	manifest := fmt.Sprintf(`apiVersion: certificates.rekey.io/v1alpha1
 kind: CertificateSigningRequest

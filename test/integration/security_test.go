@@ -28,6 +28,7 @@ import (
 // hostile review found to get a certificate for an identity one does not
 // have, and the hardening found with them.
 func TestEscalationPaths(t *testing.T) {
+	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
