@@ -58,13 +58,6 @@ const (
 	fieldManager = "rekey-publisher"
 )
 
-// Owner returns the owner reference of what the publisher writes, nil for
-// none.
-//
-// Deprecated: the controller built by New follows its owner APIService
-// with an informer (Deps.OwnerAPIService).
-type Owner func(ctx context.Context) (*metav1.OwnerReference, error)
-
 // Deps is what the publisher is built from.
 type Deps struct {
 	// Kube writes to the host cluster; give it the user agent UserAgent
@@ -95,11 +88,6 @@ const byCA = "byCA"
 // informers on the objects carrying OwnerLabel (and nothing else), writes
 // with server-side apply, and removes what a CA no longer asks for.
 type Controller struct {
-	// Owner, when set, is asked for the owner at every sync.
-	//
-	// Deprecated: set Deps.OwnerAPIService instead.
-	Owner Owner
-
 	kube       kubernetes.Interface
 	caInformer rotationinformers.CertificateAuthorityInformer
 	signerInf  certinformers.SignerInformer
@@ -155,14 +143,6 @@ func New(deps Deps) *Controller {
 			func(o *metav1.ListOptions) { o.FieldSelector = selector }).Informer()
 	}
 	return c
-}
-
-// NewController wires the publisher to rekey's and the host cluster's
-// informers, without an owner.
-//
-// Deprecated: use New.
-func NewController(kube kubernetes.Interface, caInformer rotationinformers.CertificateAuthorityInformer, signerInformer certinformers.SignerInformer, nsInformer coreinformers.NamespaceInformer) *Controller {
-	return New(Deps{Kube: kube, CAs: caInformer, Signers: signerInformer, Namespaces: nsInformer})
 }
 
 func trimManagedFields(obj any) (any, error) {
@@ -356,7 +336,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 	var owner *metav1.OwnerReference
 	if p != nil && (p.ConfigMaps != nil || p.ClusterTrustBundle) {
 		var err error
-		if owner, err = c.owner(ctx); err != nil {
+		if owner, err = c.owner(); err != nil {
 			return err
 		}
 	}
@@ -485,14 +465,7 @@ func (c *Controller) targetNamespaces(p *rotationv1alpha1.ConfigMapPublish) ([]s
 
 // owner is the owner reference of what is published: from the owner
 // APIService's informer, nil while it does not exist.
-func (c *Controller) owner(ctx context.Context) (*metav1.OwnerReference, error) {
-	if c.Owner != nil {
-		owner, err := c.Owner(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("finding the owner of published trust bundles: %w", err)
-		}
-		return owner, nil
-	}
+func (c *Controller) owner() (*metav1.OwnerReference, error) {
 	if c.ownerInformer == nil {
 		return nil, nil
 	}
@@ -692,22 +665,3 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 // apiServices is the resource of the APIService that owns what is
 // published.
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-
-// APIServiceOwner makes the named APIService the owner of every published
-// bundle; none while it does not exist (rekey not registered in the
-// cluster, or standalone). It reads the APIService at every sync.
-//
-// Deprecated: set Deps.APIServices and Deps.OwnerAPIService, which follow
-// the APIService with an informer.
-func APIServiceOwner(client dynamic.Interface, name string) Owner {
-	return func(ctx context.Context) (*metav1.OwnerReference, error) {
-		svc, err := client.Resource(apiServices).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: svc.GetName(), UID: svc.GetUID()}, nil
-	}
-}

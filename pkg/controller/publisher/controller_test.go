@@ -242,9 +242,9 @@ func TestHandleSetsOwner(t *testing.T) {
 	stale := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "old"}
 	earlier := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: map[string]string{OwnerLabel: "team-ca"},
 		OwnerReferences: []metav1.OwnerReference{stale}}, Data: map[string]string{BundleKey: "B1"}}
-	c, kube := newFixture(t, earlier)
 	owner := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "u-1"}
-	c.Owner = func(context.Context) (*metav1.OwnerReference, error) { return &owner, nil }
+	f := newFixtureWith(t, ownerAPIService("u-1"), earlier)
+	c, kube := f.c, f.kube
 	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +280,7 @@ func TestHandleSetsOwner(t *testing.T) {
 // TestSteadyStateMakesNoRequests: once what a CA asks for is published,
 // syncing it again reads only the caches, the owner included.
 func TestSteadyStateMakesNoRequests(t *testing.T) {
-	owner := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1alpha1.rotation.rekey.io", "uid": "u-1"}}}
-	apiServices := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{apiServicesGVR: "APIServiceList"}, owner)
+	apiServices := ownerAPIService("u-1")
 	f := newFixtureWith(t, apiServices)
 	if err := f.c.caInformer.Informer().GetIndexer().Add(teamCA("B1")); err != nil {
 		t.Fatal(err)
@@ -329,6 +327,14 @@ func TestSteadyStateMakesNoRequests(t *testing.T) {
 }
 
 var apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// ownerAPIService is a host cluster with rekey's APIService
+// v1alpha1.rotation.rekey.io of the given UID.
+func ownerAPIService(uid string) *dynamicfake.FakeDynamicClient {
+	owner := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1alpha1.rotation.rekey.io", "uid": uid}}}
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{apiServicesGVR: "APIServiceList"}, owner)
+}
 
 func apiServiceRequests(c *dynamicfake.FakeDynamicClient) []string {
 	var out []string
