@@ -74,7 +74,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	defer framework.RemoveBinaries()
-	rekeyBin, err := framework.BinaryPath("rekey-apiserver")
+	rekeyBin, err := framework.ReleaseBinaryPath("rekey-apiserver")
 	if err != nil {
 		return err
 	}
