@@ -27,6 +27,16 @@ rules:
   resources:
   - group: certificates.rekey.io
 - level: Metadata
+  resources:
+  - group: rotation.rekey.io
+    resources: [certificateauthorities]
+  - group: apiregistration.k8s.io
+    resources: [apiservices]
+  - group: ""
+    resources: [configmaps]
+  - group: certificates.k8s.io
+    resources: [clustertrustbundles]
+- level: Metadata
   namespaces: [kube-node-lease]
   resources:
   - group: coordination.k8s.io
