@@ -43,7 +43,7 @@ func NewCA(commonName string, validity time.Duration) (*KeyPair, error) {
 // (as kubeadm makes its cluster and front-proxy CAs). A server verifies
 // the client CA's signature on every request, not once per connection, and
 // an RSA-2048 signature verifies in less than half the time of an ECDSA
-// P-256 one (docs/benchmarks.md); the CA signs rarely, so its slower
+// P-256 one (docs/benchmarks-history.md); the CA signs rarely, so its slower
 // signing does not matter. Leaf keys stay ECDSA P-256.
 func NewClientCA(commonName string, validity time.Duration) (*KeyPair, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)

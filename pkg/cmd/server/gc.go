@@ -15,7 +15,7 @@ import (
 // memory for CPU as a higher GOGC does: in make bench, 256Mi cut rekey's
 // CPU per issuance by about 13% and raised its RSS per 10,000 stored
 // requests past kube-apiserver's in two runs of five; 192Mi changed
-// neither measurably (docs/benchmarks.md). It is for operators who have
+// neither measurably (docs/benchmarks-history.md). It is for operators who have
 // the memory, not a default.
 const DefaultGCHeapFloor = "0"
 
