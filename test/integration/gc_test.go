@@ -51,26 +51,33 @@ func afterACollection(t *testing.T, srv *framework.Standalone) {
 // floor, so with --gc-heap-floor=256Mi its collector runs with a
 // percentage over GOGC's 100 (what /metrics reports as
 // go_gc_gogc_percent); by default (no floor) it stays at 100, and a
-// GOMEMLIMIT below twice the floor lowers it.
+// GOMEMLIMIT below twice the floor lowers it. The default server runs
+// beside the other two.
 func TestGCHeapFloor(t *testing.T) {
 	t.Parallel()
-	floored := gcPercent(t, framework.StartStandalone(t, t.TempDir(), "--gc-heap-floor=256Mi"), func(p float64) bool { return p > 100 })
-	if floored <= 100 {
-		t.Fatalf("go_gc_gogc_percent %v with --gc-heap-floor=256Mi, want over 100", floored)
-	}
+	t.Run("by default", func(t *testing.T) {
+		t.Parallel()
+		byDefault := framework.StartStandalone(t, t.TempDir())
+		afterACollection(t, byDefault)
+		if got := metricValue(t, byDefault.Client, "go_gc_gogc_percent "); got != 100 {
+			t.Fatalf("go_gc_gogc_percent %v by default, want 100", got)
+		}
+	})
+	t.Run("with a floor", func(t *testing.T) {
+		t.Parallel()
+		floored := gcPercent(t, framework.StartStandalone(t, t.TempDir(), "--gc-heap-floor=256Mi"), func(p float64) bool { return p > 100 })
+		if floored <= 100 {
+			t.Fatalf("go_gc_gogc_percent %v with --gc-heap-floor=256Mi, want over 100", floored)
+		}
 
-	byDefault := framework.StartStandalone(t, t.TempDir())
-	afterACollection(t, byDefault)
-	if got := metricValue(t, byDefault.Client, "go_gc_gogc_percent "); got != 100 {
-		t.Fatalf("go_gc_gogc_percent %v by default, want 100", got)
-	}
-
-	// With GOMEMLIMIT=160MiB the floor is 80 MiB, not 256: the percentage
-	// must be well below the first server's (the live heaps are alike).
-	limited := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"GOMEMLIMIT=160MiB"}, "--gc-heap-floor=256Mi")
-	afterACollection(t, limited)
-	got := metricValue(t, limited.Client, "go_gc_gogc_percent ")
-	if got >= floored/2 {
-		t.Fatalf("go_gc_gogc_percent %v with GOMEMLIMIT=160MiB, want well below the %v of a 256 MiB floor", got, floored)
-	}
+		// With GOMEMLIMIT=160MiB the floor is 80 MiB, not 256: the
+		// percentage must be well below the first server's (the live heaps
+		// are alike).
+		limited := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"GOMEMLIMIT=160MiB"}, "--gc-heap-floor=256Mi")
+		afterACollection(t, limited)
+		got := metricValue(t, limited.Client, "go_gc_gogc_percent ")
+		if got >= floored/2 {
+			t.Fatalf("go_gc_gogc_percent %v with GOMEMLIMIT=160MiB, want well below the %v of a 256 MiB floor", got, floored)
+		}
+	})
 }
