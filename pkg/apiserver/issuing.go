@@ -122,6 +122,12 @@ func (c completedConfig) newReplicaInformers(s *Server) (informers.SharedInforme
 		return nil, fmt.Errorf("creating the loopback client: %w", err)
 	}
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	// The CA and Signer informers exist whatever is configured: the
+	// CA-key service and the controllers need them, and a factory starts
+	// only the informers asked for before its Start (one made later, in a
+	// leadership term, would never run).
+	factory.Rotation().V1alpha1().CertificateAuthorities().Informer()
+	factory.Certificates().V1alpha1().Signers().Informer()
 	err = s.GenericAPIServer.AddPostStartHook("rekey-replica-informers", func(hook genericapiserver.PostStartHookContext) error {
 		factory.Start(hook.Done())
 		return nil
