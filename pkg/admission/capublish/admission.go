@@ -41,7 +41,9 @@ var (
 )
 
 // New returns a plugin that still needs an authorizer.
-func New() *Plugin { return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)} }
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
+}
 
 // SetAuthorizer is called by the admission initializer.
 func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
@@ -54,21 +56,26 @@ func (p *Plugin) ValidateInitialization() error {
 	return nil
 }
 
-// Validate checks a changed spec.publish against the user's own rights.
+// Validate checks a changed spec.publish against the user's own rights:
+// what it adds needs create, what it takes away (rekey deletes the bundles
+// a CA no longer asks for, and those of a deleted CA) needs delete.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetResource().GroupResource() != rotation.Resource("certificateauthorities") || a.GetSubresource() != "" {
 		return nil
 	}
-	ca, ok := a.GetObject().(*rotation.CertificateAuthority)
-	if !ok {
-		return admission.NewForbidden(a, fmt.Errorf("expected a CertificateAuthority, got %T", a.GetObject()))
+	var publish, oldPublish *rotation.Publish
+	if a.GetOperation() != admission.Delete {
+		ca, ok := a.GetObject().(*rotation.CertificateAuthority)
+		if !ok {
+			return admission.NewForbidden(a, fmt.Errorf("expected a CertificateAuthority, got %T", a.GetObject()))
+		}
+		publish = ca.Spec.Publish
 	}
-	publish := ca.Spec.Publish
-	if old, ok := a.GetOldObject().(*rotation.CertificateAuthority); ok && equality.Semantic.DeepEqual(old.Spec.Publish, publish) {
+	if old, ok := a.GetOldObject().(*rotation.CertificateAuthority); ok {
+		oldPublish = old.Spec.Publish
+	}
+	if equality.Semantic.DeepEqual(oldPublish, publish) {
 		return nil // unchanged: checked when it was set
-	}
-	if publish == nil {
-		return nil
 	}
 	u := a.GetUserInfo()
 	if u == nil {
@@ -80,22 +87,71 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		if decision == authorizer.DecisionAllow {
 			return nil
 		}
-		return admission.NewForbidden(a, fmt.Errorf("spec.publish makes rekey write %s; user %q may not do that itself", what, u.GetName()))
+		return admission.NewForbidden(a, fmt.Errorf("spec.publish makes rekey %s; user %q may not do that itself", what, u.GetName()))
+	}
+	if err := checkRemoved(oldPublish, publish, check); err != nil {
+		return err
+	}
+	if publish == nil {
+		return nil
 	}
 	if cm := publish.ConfigMaps; cm != nil {
 		for _, ns := range cm.Namespaces {
-			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps", Namespace: ns}, fmt.Sprintf("ConfigMaps in namespace %q (needs create on configmaps there)", ns)); err != nil {
+			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps", Namespace: ns}, fmt.Sprintf("write ConfigMaps in namespace %q (needs create on configmaps there)", ns)); err != nil {
 				return err
 			}
 		}
 		if cm.NamespaceSelector != nil {
-			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps"}, "ConfigMaps in namespaces picked by a selector (needs create on configmaps in all namespaces)"); err != nil {
+			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps"}, "write ConfigMaps in namespaces picked by a selector (needs create on configmaps in all namespaces)"); err != nil {
 				return err
 			}
 		}
 	}
 	if publish.ClusterTrustBundle {
-		if err := check(authorizer.AttributesRecord{Verb: "create", APIGroup: "certificates.k8s.io", Resource: "clustertrustbundles"}, "ClusterTrustBundles (needs create on clustertrustbundles)"); err != nil {
+		if err := check(authorizer.AttributesRecord{Verb: "create", APIGroup: "certificates.k8s.io", Resource: "clustertrustbundles"}, "write ClusterTrustBundles (needs create on clustertrustbundles)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRemoved asks for delete rights on what the change from old to cur
+// takes away (cur nil: the CA is deleted or stops publishing), since the
+// publisher then deletes it.
+func checkRemoved(old, cur *rotation.Publish, check func(authorizer.AttributesRecord, string) error) error {
+	if old == nil {
+		return nil
+	}
+	if oldCM := old.ConfigMaps; oldCM != nil {
+		var curCM *rotation.ConfigMapPublish
+		if cur != nil {
+			curCM = cur.ConfigMaps
+		}
+		// A new name, or no ConfigMaps at all, removes every old one; a
+		// changed or dropped selector may remove any namespace's.
+		all := curCM == nil || curCM.Name != oldCM.Name
+		if oldCM.NamespaceSelector != nil && (all || !equality.Semantic.DeepEqual(oldCM.NamespaceSelector, curCM.NamespaceSelector)) {
+			if err := check(authorizer.AttributesRecord{Verb: "delete", Resource: "configmaps"}, "delete ConfigMaps in namespaces a selector picked (needs delete on configmaps in all namespaces)"); err != nil {
+				return err
+			}
+		}
+		kept := map[string]bool{}
+		if !all {
+			for _, ns := range curCM.Namespaces {
+				kept[ns] = true
+			}
+		}
+		for _, ns := range oldCM.Namespaces {
+			if kept[ns] {
+				continue
+			}
+			if err := check(authorizer.AttributesRecord{Verb: "delete", Resource: "configmaps", Namespace: ns}, fmt.Sprintf("delete the ConfigMap it published in namespace %q (needs delete on configmaps there)", ns)); err != nil {
+				return err
+			}
+		}
+	}
+	if old.ClusterTrustBundle && (cur == nil || !cur.ClusterTrustBundle) {
+		if err := check(authorizer.AttributesRecord{Verb: "delete", APIGroup: "certificates.k8s.io", Resource: "clustertrustbundles"}, "delete the ClusterTrustBundles it published (needs delete on clustertrustbundles)"); err != nil {
 			return err
 		}
 	}

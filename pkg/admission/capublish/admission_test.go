@@ -84,3 +84,69 @@ func TestPublishNeedsTheRightsItUses(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovingWhatIsPublishedNeedsDelete: rekey deletes the bundles a CA
+// no longer asks for and those of a deleted CA, so taking a namespace,
+// the ClusterTrustBundle or the whole CA away needs delete where the
+// bundles are (a CA editor with no rights in kube-system could otherwise
+// have rekey delete the bundle it published there).
+func TestRemovingWhatIsPublishedNeedsDelete(t *testing.T) {
+	both := &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{Namespaces: []string{"team", "kube-system"}}, ClusterTrustBundle: true}
+	teamOnly := &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{Namespaces: []string{"team"}}, ClusterTrustBundle: true}
+	renamed := &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{Name: "other", Namespaces: []string{"team", "kube-system"}}, ClusterTrustBundle: true}
+	selector := &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{NamespaceSelector: &metav1.LabelSelector{}}}
+	noCTB := &rotation.Publish{ConfigMaps: both.ConfigMaps}
+	// grants are "verb resource namespace" the user holds; create is held
+	// everywhere.
+	authz := func(grants ...string) authorizer.Authorizer {
+		return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			if a.GetVerb() == "create" {
+				return authorizer.DecisionAllow, "", nil
+			}
+			for _, g := range grants {
+				if g == a.GetVerb()+" "+a.GetResource()+" "+a.GetNamespace() {
+					return authorizer.DecisionAllow, "", nil
+				}
+			}
+			return authorizer.DecisionNoOpinion, "", nil
+		})
+	}
+	tests := map[string]struct {
+		obj, old *rotation.CertificateAuthority
+		delete   bool
+		grants   []string
+		wantErr  string
+	}{
+		"drop a namespace without delete there": {obj: ca(teamOnly), old: ca(both), grants: []string{"delete configmaps team"}, wantErr: `namespace "kube-system"`},
+		"drop a namespace with delete there":    {obj: ca(teamOnly), old: ca(both), grants: []string{"delete configmaps kube-system"}},
+		"rename without delete everywhere":      {obj: ca(renamed), old: ca(both), grants: []string{"delete configmaps team"}, wantErr: `namespace "kube-system"`},
+		"stop publishing":                       {obj: ca(nil), old: ca(both), grants: []string{"delete configmaps team", "delete configmaps kube-system"}, wantErr: "clustertrustbundles"},
+		"turn the trust bundle off":             {obj: ca(noCTB), old: ca(both), wantErr: "clustertrustbundles"},
+		"turn it off with delete":               {obj: ca(noCTB), old: ca(both), grants: []string{"delete clustertrustbundles "}},
+		"drop a selector":                       {obj: ca(teamOnly), old: ca(selector), grants: []string{"delete configmaps team"}, wantErr: "all namespaces"},
+		"delete the CA without delete rights":   {old: ca(both), delete: true, grants: []string{"delete configmaps team", "delete clustertrustbundles "}, wantErr: `namespace "kube-system"`},
+		"delete the CA with delete rights":      {old: ca(both), delete: true, grants: []string{"delete configmaps team", "delete configmaps kube-system", "delete clustertrustbundles "}},
+		"delete a CA that publishes nothing":    {old: ca(nil), delete: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := New()
+			p.SetAuthorizer(authz(tc.grants...))
+			a := attrs(tc.obj, tc.old)
+			if tc.delete {
+				a = admission.NewAttributesRecord(nil, tc.old, rotation.Kind("CertificateAuthority").WithVersion("v1alpha1"), "", "ca",
+					rotation.Resource("certificateauthorities").WithVersion("v1alpha1"), "", admission.Delete, nil, false, &user.DefaultInfo{Name: "editor"})
+			}
+			err := p.Validate(context.Background(), a, nil)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want Forbidden naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
