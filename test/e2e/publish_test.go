@@ -22,32 +22,7 @@ import (
 func TestRotationIsPublishedToTheCluster(t *testing.T) {
 	ctx := context.Background()
 	admin := cluster.RekeyAdmin
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "pub-listed"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "pub-selected", Labels: map[string]string{"rekey-e2e-trust": "pub"}}},
-	} {
-		if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// rekey may attest for example.com signers (ClusterTrustBundles).
-	clusterRole(t, "e2e-rekey-attest-example.com", rbacv1.PolicyRule{
-		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}, Verbs: []string{"attest"},
-	})
-	bind(t, framework.RekeyServiceAccountUser, "e2e-rekey-attest-example.com")
-
-	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
-		ObjectMeta: metav1.ObjectMeta{Name: "pub-ca"},
-		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "pub CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
-			KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd},
-			Publish: &rotationv1alpha1.Publish{ClusterTrustBundle: true, ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Name: "pub-ca-bundle",
-				Namespaces: []string{"pub-listed"}, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rekey-e2e-trust": "pub"}}}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CertificatesV1alpha1().Signers().Create(ctx, signerObject("example.com/pub", "pub-ca"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishingCA(t, "pub", "pub-ca-bundle")
 	ctbName := publisher.ClusterTrustBundleName("example.com/pub", "pub-ca")
 	published := func(want int) {
 		t.Helper()
@@ -125,4 +100,40 @@ func TestPublishIsNotAConfusedDeputy(t *testing.T) {
 	})
 	_, err := editor.RotationV1alpha1().CertificateAuthorities().Create(ctx, newCA("deputy", "kube-system"), metav1.CreateOptions{})
 	requireForbidden(t, err, `namespace "kube-system"`, "configmaps")
+}
+
+// publishingCA makes the namespaces <prefix>-listed and <prefix>-selected
+// (labelled rekey-e2e-trust=<prefix>), lets rekey attest for example.com
+// signers, and creates the CA <prefix>-ca, which publishes its bundle to
+// both namespaces (as ConfigMap configMapName; "" is the default name) and
+// as the ClusterTrustBundle of its Signer example.com/<prefix>.
+func publishingCA(t *testing.T, prefix, configMapName string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-listed"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-selected", Labels: map[string]string{"rekey-e2e-trust": prefix}}},
+	} {
+		if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// rekey may attest for example.com signers (ClusterTrustBundles).
+	clusterRole(t, "e2e-rekey-attest-example.com", rbacv1.PolicyRule{
+		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}, Verbs: []string{"attest"},
+	})
+	bind(t, framework.RekeyServiceAccountUser, "e2e-rekey-attest-example.com")
+	caName := prefix + "-ca"
+	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: caName},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: prefix + " CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
+			KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd},
+			Publish: &rotationv1alpha1.Publish{ClusterTrustBundle: true, ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Name: configMapName,
+				Namespaces: []string{prefix + "-listed"}, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rekey-e2e-trust": prefix}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.RekeyAdmin.CertificatesV1alpha1().Signers().Create(ctx, signerObject("example.com/"+prefix, caName), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

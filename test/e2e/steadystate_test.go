@@ -17,14 +17,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/servingcert"
@@ -89,30 +86,7 @@ func TestPublishAndServingCAAreQuietOnceSettled(t *testing.T) {
 	})
 	waitAvailable(t)
 
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "steady-listed"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "steady-selected", Labels: map[string]string{"rekey-e2e-trust": "steady"}}},
-	} {
-		if _, err := cluster.Admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clusterRole(t, "e2e-rekey-attest-example.com", rbacv1.PolicyRule{
-		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}, Verbs: []string{"attest"},
-	})
-	bind(t, framework.RekeyServiceAccountUser, "e2e-rekey-attest-example.com")
-	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
-		ObjectMeta: metav1.ObjectMeta{Name: "steady-ca"},
-		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "steady CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Validity: metav1.Duration{Duration: 24 * time.Hour},
-			KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd},
-			Publish: &rotationv1alpha1.Publish{ClusterTrustBundle: true, ConfigMaps: &rotationv1alpha1.ConfigMapPublish{
-				Namespaces: []string{"steady-listed"}, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rekey-e2e-trust": "steady"}}}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CertificatesV1alpha1().Signers().Create(ctx, signerObject("example.com/steady", "steady-ca"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishingCA(t, "steady", "")
 	ctbName := publisher.ClusterTrustBundleName("example.com/steady", "steady-ca")
 	// The CA's bundle is everywhere it asked.
 	framework.Eventually(t, 60*time.Second, "the bundles published", func(ctx context.Context) error {
