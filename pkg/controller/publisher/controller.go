@@ -7,9 +7,12 @@ package publisher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -27,12 +30,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	certificatesv1ac "k8s.io/client-go/applyconfigurations/certificates/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	kubeinformers "k8s.io/client-go/informers"
+	kubecertinformers "k8s.io/client-go/informers/certificates/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -99,7 +104,13 @@ type Controller struct {
 	// published watches the objects carrying OwnerLabel.
 	published  kubeinformers.SharedInformerFactory
 	configMaps cache.SharedIndexInformer
-	ctbs       cache.SharedIndexInformer
+	// ctbs is not in the factory: Run starts it only when the host
+	// cluster serves ClusterTrustBundles.
+	ctbs cache.SharedIndexInformer
+	// noCTBs is set by Run, before any sync, when the host cluster does
+	// not serve ClusterTrustBundles: CAs that ask for one get an error,
+	// and their ConfigMaps are still published.
+	noCTBs bool
 	// ownerInformer watches the owner APIService by name; nil for none.
 	ownerInformer cache.SharedIndexInformer
 	ownerName     string
@@ -110,9 +121,13 @@ type Controller struct {
 // New wires the publisher; Run starts its own informers (the published
 // objects and the owner APIService).
 func New(deps Deps) *Controller {
+	labelled := func(o *metav1.ListOptions) { o.LabelSelector = OwnerLabel }
 	published := kubeinformers.NewSharedInformerFactoryWithOptions(deps.Kube, 0,
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = OwnerLabel }),
-		kubeinformers.WithTransform(trimManagedFields))
+		kubeinformers.WithTweakListOptions(labelled),
+		kubeinformers.WithTransform(trimPublished))
+	ctbs := kubecertinformers.NewFilteredClusterTrustBundleInformer(deps.Kube, 0, cache.Indexers{}, labelled)
+	// Not started yet: setting the transform cannot fail.
+	_ = ctbs.SetTransform(trimPublished)
 	c := &Controller{
 		kube:       deps.Kube,
 		caInformer: deps.CAs,
@@ -123,7 +138,7 @@ func New(deps Deps) *Controller {
 		namespaces: deps.Namespaces.Lister(),
 		published:  published,
 		configMaps: published.Core().V1().ConfigMaps().Informer(),
-		ctbs:       published.Certificates().V1().ClusterTrustBundles().Informer(),
+		ctbs:       ctbs,
 		queue:      runner.NewQueue[string]("publisher"),
 	}
 	for _, inf := range []cache.SharedIndexInformer{c.configMaps, c.ctbs} {
@@ -145,15 +160,51 @@ func New(deps Deps) *Controller {
 	return c
 }
 
-func trimManagedFields(obj any) (any, error) {
+// trimPublished keeps of a published object only what the publisher
+// reads: metadata but managed fields and annotations, and the bundle as
+// its digest. Whoever may create labelled ConfigMaps in a namespace could
+// otherwise fill rekey's memory with them (1 MiB each, kept by a
+// finalizer). Idempotent: a digest stays as it is.
+func trimPublished(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
+		m.SetAnnotations(nil)
+	}
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		bundle, ok := o.Data[BundleKey]
+		o.Data, o.BinaryData = nil, nil
+		if ok {
+			o.Data = map[string]string{BundleKey: digest(bundle)}
+		}
+	case *certificatesv1.ClusterTrustBundle:
+		o.Spec.TrustBundle = digest(o.Spec.TrustBundle)
 	}
 	return obj, nil
 }
 
+const digestPrefix = "sha256:"
+
+// digest is what the publisher's caches hold of a bundle: a fixed size,
+// whatever the object holds. A digest is not PEM, so a value already of
+// that form is one (the transform may see an object twice).
+func digest(bundle string) string {
+	if rest, ok := strings.CutPrefix(bundle, digestPrefix); ok && len(rest) == 2*sha256.Size {
+		if _, err := hex.DecodeString(rest); err == nil {
+			return bundle
+		}
+	}
+	sum := sha256.Sum256([]byte(bundle))
+	return digestPrefix + hex.EncodeToString(sum[:])
+}
+
 // Run publishes until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	served, err := c.servesClusterTrustBundles(ctx)
+	if err != nil {
+		return // ctx ended
+	}
+	c.noCTBs = !served
 	var regs []func()
 	defer func() {
 		for _, remove := range regs {
@@ -199,12 +250,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		// appears, or whose labels change.
 		AddFunc:    func(obj any) { c.enqueueForNamespace(nil, obj) },
 		UpdateFunc: c.namespaceUpdated,
-	}) && add(c.configMaps, published) && add(c.ctbs, published)
+	}) && add(c.configMaps, published) && (c.noCTBs || add(c.ctbs, published))
 	if !ok {
 		return
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if !c.noCTBs {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.ctbs.RunWithContext(ctx) }()
+	}
 	if c.ownerInformer != nil {
 		// A new owner (rekey reinstalled) goes on everything published.
 		if !add(c.ownerInformer, cache.ResourceEventHandlerFuncs{
@@ -220,6 +275,41 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.published.Start(ctx.Done())
 	defer c.published.Shutdown()
 	runner.Run(ctx, "publisher", c.queue, synced, workers, c.sync)
+}
+
+// certificatesV1 is the group version of ClusterTrustBundles.
+const certificatesV1 = "certificates.k8s.io/v1"
+
+// errNoCTBs is the error of a CA that asks for a ClusterTrustBundle from a
+// host cluster that has none.
+var errNoCTBs = errors.New("the host cluster does not serve ClusterTrustBundles (" + certificatesV1 + ")")
+
+// servesClusterTrustBundles asks the host cluster's discovery whether it
+// serves ClusterTrustBundles (the API can be disabled): an informer on a
+// resource that is not served never syncs, and would hold back every
+// ConfigMap too. Discovery failures are retried until ctx ends (the only
+// error).
+func (c *Controller) servesClusterTrustBundles(ctx context.Context) (bool, error) {
+	logger := klog.FromContext(ctx)
+	var served bool
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: time.Minute},
+		func(context.Context) (bool, error) {
+			resources, err := c.kube.Discovery().ServerResourcesForGroupVersion(certificatesV1)
+			switch {
+			case apierrors.IsNotFound(err):
+				served = false
+			case err != nil:
+				logger.Error(err, "Asking the host cluster whether it serves ClusterTrustBundles; retrying")
+				return false, nil
+			default:
+				served = slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "clustertrustbundles" })
+			}
+			if !served {
+				logger.Info("The host cluster does not serve ClusterTrustBundles: CertificateAuthorities that ask for one get an error, their ConfigMaps are published", "groupVersion", certificatesV1)
+			}
+			return true, nil
+		})
+	return served, err
 }
 
 // namespaceUpdated queues the CAs a namespace's label change concerns;
@@ -357,7 +447,10 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			}
 		}
 	}
-	if p != nil && p.ClusterTrustBundle {
+	if p != nil && p.ClusterTrustBundle && c.noCTBs {
+		errs = append(errs, errNoCTBs.Error())
+	}
+	if p != nil && p.ClusterTrustBundle && !c.noCTBs {
 		signers, err := c.signers.List(labels.Everything())
 		if err != nil {
 			return err
@@ -393,13 +486,15 @@ func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigM
 	}
 	for _, obj := range cms {
 		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || wantConfigMaps.Has(cm.Namespace+"/"+cm.Name) {
+		// One being deleted is left alone: its update events (a
+		// finalizer holds it) must not delete it again and again.
+		if !ok || wantConfigMaps.Has(cm.Namespace+"/"+cm.Name) || cm.DeletionTimestamp != nil {
 			continue
 		}
 		if ns, err := c.namespaces.Get(cm.Namespace); err != nil || ns.Status.Phase == corev1.NamespaceTerminating {
 			continue
 		}
-		err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		err := c.kube.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, cachedVersion(cm))
 		if apierrors.IsNotFound(err) {
 			continue // already gone; the cache has not caught up
 		}
@@ -409,16 +504,18 @@ func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigM
 		}
 		logger.Info("Removed a published trust bundle no longer asked for", "ca", caName, "configMap", klog.KObj(cm))
 	}
-	ctbs, err := c.ctbs.GetIndexer().ByIndex(byCA, caName)
-	if err != nil {
-		return err
+	var ctbs []any
+	if !c.noCTBs {
+		if ctbs, err = c.ctbs.GetIndexer().ByIndex(byCA, caName); err != nil {
+			return err
+		}
 	}
 	for _, obj := range ctbs {
 		ctb, ok := obj.(*certificatesv1.ClusterTrustBundle)
-		if !ok || wantCTBs.Has(ctb.Name) {
+		if !ok || wantCTBs.Has(ctb.Name) || ctb.DeletionTimestamp != nil {
 			continue
 		}
-		err := c.kube.CertificatesV1().ClusterTrustBundles().Delete(ctx, ctb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ctb.UID}})
+		err := c.kube.CertificatesV1().ClusterTrustBundles().Delete(ctx, ctb.Name, cachedVersion(ctb))
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -432,6 +529,14 @@ func (c *Controller) removeStale(ctx context.Context, caName string, wantConfigM
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// cachedVersion deletes only the version the cache shows: one that changed
+// since (its owner took rekey's label off to keep it, say) conflicts, and
+// the sync that follows its event decides again.
+func cachedVersion(obj metav1.Object) metav1.DeleteOptions {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
 }
 
 // targetNamespaces are the listed namespaces and those matching the
@@ -590,7 +695,7 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	if cm.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 	}
-	if cm.Data[BundleKey] == ca.Status.TrustBundle && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
+	if cm.Data[BundleKey] == digest(ca.Status.TrustBundle) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
 	if staleOwner(cm.OwnerReferences, owner) {
@@ -601,7 +706,10 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 		_, err = cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	}
+	// On the version the cache shows: a stale one conflicts, and the
+	// sync is retried from the cache.
 	_, err = cms.Apply(ctx, corev1ac.ConfigMap(name, ns).
+		WithResourceVersion(cm.ResourceVersion).
 		WithLabels(map[string]string{OwnerLabel: ca.Name}).
 		WithOwnerReferences(ownerApply(owner)...).
 		WithData(map[string]string{BundleKey: ca.Status.TrustBundle}),
@@ -643,7 +751,7 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 	if ctb.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ClusterTrustBundle", name, ca.Name)
 	}
-	if ctb.Spec.TrustBundle == ca.Status.TrustBundle && !lacksOwner(ctb.OwnerReferences, owner) && !staleOwner(ctb.OwnerReferences, owner) {
+	if ctb.Spec.TrustBundle == digest(ca.Status.TrustBundle) && !lacksOwner(ctb.OwnerReferences, owner) && !staleOwner(ctb.OwnerReferences, owner) {
 		return nil
 	}
 	if staleOwner(ctb.OwnerReferences, owner) {
@@ -655,6 +763,7 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 		return err
 	}
 	_, err = ctbs.Apply(ctx, certificatesv1ac.ClusterTrustBundle(name).
+		WithResourceVersion(ctb.ResourceVersion).
 		WithLabels(map[string]string{OwnerLabel: ca.Name}).
 		WithOwnerReferences(ownerApply(owner)...).
 		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(signerName).WithTrustBundle(ca.Status.TrustBundle)),

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -62,6 +65,8 @@ func newFixtureWith(t *testing.T, apiServices *dynamicfake.FakeDynamicClient, ob
 		&certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: "example.com:other"}, Spec: certv1alpha1.SignerSpec{SignerName: "example.com/other", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "other-ca"}}},
 	)
 	kube := kubefake.NewClientset(kubeObjects...)
+	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{GroupVersion: "certificates.k8s.io/v1",
+		APIResources: []metav1.APIResource{{Name: "certificatesigningrequests"}, {Name: "clustertrustbundles"}}}}
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	rekeyFactory := informers.NewSharedInformerFactory(rekey, 0)
 	deps := Deps{Kube: kube, CAs: rekeyFactory.Rotation().V1alpha1().CertificateAuthorities(), Signers: rekeyFactory.Certificates().V1alpha1().Signers(),
@@ -73,6 +78,7 @@ func newFixtureWith(t *testing.T, apiServices *dynamicfake.FakeDynamicClient, ob
 	kubeFactory.Start(ctx.Done())
 	rekeyFactory.Start(ctx.Done())
 	c.published.Start(ctx.Done())
+	go c.ctbs.RunWithContext(ctx)
 	synced := []cache.InformerSynced{deps.CAs.Informer().HasSynced, deps.Signers.Informer().HasSynced, deps.Namespaces.Informer().HasSynced, c.configMaps.HasSynced, c.ctbs.HasSynced}
 	if c.ownerInformer != nil {
 		go c.ownerInformer.RunWithContext(ctx)
@@ -462,4 +468,159 @@ func TestRunWritesBackADeletedBundle(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestCacheHoldsDigestsNotBundles: the publisher's caches keep of what it
+// published a fixed-size digest of the bundle and no other data or
+// annotations (labelled 1 MiB ConfigMaps must not fill rekey's memory),
+// and compare the CA's bundle by that digest.
+func TestCacheHoldsDigestsNotBundles(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	published := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: map[string]string{OwnerLabel: "team-ca"},
+		Annotations: map[string]string{"big": big}}, Data: map[string]string{BundleKey: "B1", "big": big}, BinaryData: map[string][]byte{"big": []byte(big)}}
+	ctb := &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team:team-ca", Labels: map[string]string{OwnerLabel: "team-ca"}},
+		Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/team", TrustBundle: "B1"}}
+	c, kube := newFixture(t, published, ctb)
+	obj, ok, err := c.configMaps.GetStore().GetByKey("labelled/team-ca")
+	if err != nil || !ok {
+		t.Fatalf("not cached: %v", err)
+	}
+	cm := obj.(*corev1.ConfigMap)
+	if diff := cmp.Diff(map[string]string{BundleKey: digest("B1")}, cm.Data); diff != "" || cm.BinaryData != nil || cm.Annotations != nil {
+		t.Fatalf("cached ConfigMap data (-want +got):\n%s\nbinaryData %d keys, annotations %d", diff, len(cm.BinaryData), len(cm.Annotations))
+	}
+	if cm.Labels[OwnerLabel] != "team-ca" {
+		t.Fatalf("cached ConfigMap lost its label: %v", cm.Labels)
+	}
+	obj, ok, err = c.ctbs.GetStore().GetByKey(ctb.Name)
+	if err != nil || !ok {
+		t.Fatalf("not cached: %v", err)
+	}
+	if got := obj.(*certificatesv1.ClusterTrustBundle).Spec.TrustBundle; got != digest("B1") || len(got) != len(digestPrefix)+64 {
+		t.Fatalf("cached trust bundle %.80q", got)
+	}
+	if d := digest(digest("B1")); d != digest("B1") {
+		t.Fatalf("digest is not idempotent: %s", d)
+	}
+	kube.ClearActions()
+	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"create configmaps listed/team-ca"}, writes(kube)); diff != "" {
+		t.Fatalf("what matches by digest was written again (-want +got):\n%s", diff)
+	}
+}
+
+// TestObjectsBeingDeletedAreNotDeletedAgain: a stale object held by a
+// finalizer is not deleted on every sync its update events cause.
+func TestObjectsBeingDeletedAreNotDeletedAgain(t *testing.T) {
+	now := metav1.Now()
+	going := metav1.ObjectMeta{Labels: map[string]string{OwnerLabel: "team-ca"}, DeletionTimestamp: &now, Finalizers: []string{"example.com/hold"}}
+	cm := &corev1.ConfigMap{ObjectMeta: *going.DeepCopy(), Data: map[string]string{BundleKey: "B1"}}
+	cm.Name, cm.Namespace = "team-ca", "other"
+	ctb := &certificatesv1.ClusterTrustBundle{ObjectMeta: *going.DeepCopy(), Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/gone", TrustBundle: "B1"}}
+	ctb.Name = "example.com:gone:team-ca"
+	c, kube := newFixture(t, cm, ctb)
+	kube.ClearActions()
+	for range 2 {
+		if _, err := c.sync(context.Background(), "team-ca"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := writes(kube); len(w) != 0 {
+		t.Fatalf("objects being deleted were deleted again: %v", w)
+	}
+}
+
+// TestWritesAreOnTheCachedVersion: deletes carry the cached UID and
+// resourceVersion as preconditions and applies the cached resourceVersion,
+// so that an object changed since (its owner took rekey's label off to
+// keep it) is not lost to a stale cache.
+func TestWritesAreOnTheCachedVersion(t *testing.T) {
+	// The fake assigns no resourceVersions: these come with one.
+	mine := map[string]string{OwnerLabel: "team-ca"}
+	c, kube := newFixture(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: mine, ResourceVersion: "5"}, Data: map[string]string{BundleKey: "B1"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: mine, ResourceVersion: "6"}, Data: map[string]string{BundleKey: "B1"}},
+		&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team:team-ca", Labels: mine, ResourceVersion: "7"},
+			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/team", TrustBundle: "B1"}})
+	ctx := context.Background()
+	cached := map[string]metav1.Object{}
+	kube.ClearActions()
+	if err := c.Handle(ctx, teamCA("B2")); err != nil {
+		t.Fatal(err)
+	}
+	narrowed := teamCA("B2")
+	narrowed.Spec.Publish.ConfigMaps.NamespaceSelector = nil
+	narrowed.Spec.Publish.ClusterTrustBundle = false
+	settle(t, c, kube)
+	for _, o := range append(c.configMaps.GetStore().List(), c.ctbs.GetStore().List()...) {
+		m, _ := meta.Accessor(o)
+		cached[m.GetNamespace()+"/"+m.GetName()] = m
+	}
+	if err := c.Handle(ctx, narrowed); err != nil {
+		t.Fatal(err)
+	}
+	var applies, deletes int
+	for _, a := range kube.Actions() {
+		switch a := a.(type) {
+		case k8stesting.PatchAction:
+			applies++
+			var body struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(a.GetPatch(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]string{"listed": "5", "labelled": "6", "": "7"}[a.GetNamespace()]; body.Metadata.ResourceVersion != want {
+				t.Errorf("apply of %s/%s without the cached resourceVersion: %s", a.GetNamespace(), a.GetName(), a.GetPatch())
+			}
+		case k8stesting.DeleteAction:
+			deletes++
+			m := cached[a.GetNamespace()+"/"+a.GetName()]
+			p := a.GetDeleteOptions().Preconditions
+			if m == nil || m.GetResourceVersion() == "" || p == nil || p.UID == nil || *p.UID != m.GetUID() || p.ResourceVersion == nil || *p.ResourceVersion != m.GetResourceVersion() {
+				t.Errorf("delete of %s/%s with preconditions %+v, want the cached UID and resourceVersion", a.GetNamespace(), a.GetName(), p)
+			}
+		}
+	}
+	if applies != 3 || deletes != 2 {
+		t.Fatalf("%d applies and %d deletes, want 3 and 2: %v", applies, deletes, writes(kube))
+	}
+}
+
+// TestRunWithoutClusterTrustBundles: a host cluster that does not serve
+// ClusterTrustBundles still gets the ConfigMaps; a CA that asks for a
+// ClusterTrustBundle is told why it gets none.
+func TestRunWithoutClusterTrustBundles(t *testing.T) {
+	f := newFixtureWith(t, nil)
+	f.kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = nil
+	notServed := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "certificates.k8s.io", Resource: "clustertrustbundles"}, "")
+	}
+	f.kube.PrependReactor("list", "clustertrustbundles", notServed)
+	f.kube.PrependWatchReactor("clustertrustbundles", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		_, _, err := notServed(a)
+		return true, nil, err
+	})
+	if _, err := f.rekey.RotationV1alpha1().CertificateAuthorities().Create(f.ctx, teamCA("B1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(f.deps)
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 1) }()
+	defer func() { cancel(); <-done }()
+	if err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := f.kube.CoreV1().ConfigMaps("listed").Get(ctx, "team-ca", metav1.GetOptions{})
+		return err == nil && cm.Data[BundleKey] == "B1", nil
+	}); err != nil {
+		t.Fatal("no ConfigMap published while ClusterTrustBundles are not served")
+	}
+	err := c.Handle(f.ctx, teamCA("B1"))
+	if err == nil || !strings.Contains(err.Error(), "does not serve ClusterTrustBundles") {
+		t.Fatalf("error %v, want one saying ClusterTrustBundles are not served", err)
+	}
 }
