@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,6 +36,27 @@ func TestHugeSubjectLeavesRequestDecidable(t *testing.T) {
 			}
 		}
 	}
+
+	// A fresh server decides at create once its TPM Signer has reached the
+	// issuer's cache; until then a create is stored undecided. Wait with
+	// probes (an ordinary subject, no evidence: Attested=False) until a
+	// create is decided.
+	probe := 0
+	framework.Eventually(t, 30*time.Second, "a TPM request decided at create", func(ctx context.Context) error {
+		probe++
+		created, err := csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tpm-probe-%d", probe)},
+			Spec: certv1alpha1.CertificateSigningRequestSpec{Request: fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:probe", Organizations: []string{"system:nodes"}}),
+				SignerName: "rekey.io/kube-apiserver-client-kubelet-tpm", Usages: agent.ClientTemplate("x", "x").Usages},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return framework.Permanent(err)
+		}
+		if certv1alpha1.GetCondition(created, certv1alpha1.CertificateAttested) == nil {
+			return fmt.Errorf("undecided: %s", statusOf(created))
+		}
+		return nil
+	})
 
 	for name, cn := range map[string]string{"tpm-huge-cn": huge, "tpm-huge-node": "system:node:" + huge} {
 		created, err := csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
