@@ -2,6 +2,7 @@ package credential
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,6 +25,7 @@ import (
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/quietlog"
 	"rekey.io/rekey/pkg/serveridentity"
+	"rekey.io/rekey/pkg/signing"
 )
 
 // ClientCertificateMinter makes a key pair in rekey and has a rekey Signer
@@ -98,6 +100,12 @@ func (m ClientCertificateMinter) Mint(ctx context.Context, rc *rotationv1alpha1.
 	if err != nil {
 		return nil, &MintError{Reason: "NotIssued", Err: fmt.Errorf("waiting for the certificate of request %s: %w", name, err)}
 	}
+	// tls.crt must go with tls.key: a signer that certified another key
+	// (a bug, or someone else's certificate) would leave a Secret no
+	// client can use.
+	if err := certifiesKey(certPEM, &key.PublicKey); err != nil {
+		return nil, &MintError{Reason: "NotIssued", Err: fmt.Errorf("the certificate of request %s: %w", name, err)}
+	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, &MintError{Reason: "KeyFailed", Err: err}
@@ -129,6 +137,23 @@ func (m ClientCertificateMinter) waitForCertificate(ctx context.Context, csr *ce
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return csrwait.WaitForCertificate(ctx, m.Client, csr.Name, created)
+}
+
+// certifiesKey checks that the first certificate of chain (PEM) is for
+// pub.
+func certifiesKey(chain []byte, pub crypto.PublicKey) error {
+	block, _ := pem.Decode(chain)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return errors.New("it is not a PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("parsing it: %w", err)
+	}
+	if !signing.PublicKeysEqual(pub, cert.PublicKey) {
+		return errors.New("it certifies another key than the one rekey made for it")
+	}
+	return nil
 }
 
 // trustBundle is the signer's CA trust bundle (old and new CA during its

@@ -2,7 +2,15 @@ package credential
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -91,13 +99,20 @@ func TestClientCertificateTouchesOnlyItsOwnRequests(t *testing.T) {
 func TestClientCertificateWaitsForTheSigner(t *testing.T) {
 	t.Parallel()
 	csrs := certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests")
-	issued := []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n")
+	otherKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
 		// sign is what the signer does to the approved request.
 		sign func(*certv1alpha1.CertificateSigningRequest)
 		want string
 	}{
-		"issued": {sign: func(csr *certv1alpha1.CertificateSigningRequest) { csr.Status.Certificate = issued }},
+		"issued": {sign: func(csr *certv1alpha1.CertificateSigningRequest) { csr.Status.Certificate = certify(t, csr, nil) }},
+		"another key": {sign: func(csr *certv1alpha1.CertificateSigningRequest) {
+			csr.Status.Certificate = certify(t, csr, &otherKey.PublicKey)
+		},
+			want: "certifies another key than the one rekey made"},
 		"failed": {sign: func(csr *certv1alpha1.CertificateSigningRequest) {
 			csr.Status.Conditions = append(csr.Status.Conditions, certv1alpha1.CertificateSigningRequestCondition{
 				Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: "SignerPolicy", Message: "the CN is not allowed"})
@@ -106,6 +121,7 @@ func TestClientCertificateWaitsForTheSigner(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rc := clientCertCredential()
+			var issued []byte // what the signer wrote
 			signer := &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName("rekey.io/kube-apiserver-client")},
 				Spec: certv1alpha1.SignerSpec{SignerName: "rekey.io/kube-apiserver-client", CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "clients"}}}
 			ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "clients"}}
@@ -124,6 +140,7 @@ func TestClientCertificateWaitsForTheSigner(t *testing.T) {
 				}
 				csr := obj.(*certv1alpha1.CertificateSigningRequest).DeepCopy()
 				tc.sign(csr)
+				issued = csr.Status.Certificate
 				return true, w, client.Tracker().Update(csrs, csr, "")
 			})
 			m := ClientCertificateMinter{Client: client, Wait: 10 * time.Second}
@@ -154,4 +171,32 @@ func countGets(actions []k8stesting.Action) int {
 		}
 	}
 	return n
+}
+
+// certify is a certificate for the key of csr's request, or for pub when
+// not nil (a signer that certified another key), signed by a throwaway CA.
+func certify(t *testing.T, csr *certv1alpha1.CertificateSigningRequest, pub crypto.PublicKey) []byte {
+	t.Helper()
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil {
+		t.Fatal("the request holds no PEM")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub == nil {
+		pub = req.PublicKey
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(1), Subject: req.Subject,
+		NotBefore: now, NotAfter: now.Add(time.Hour)}, &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ca"}}, pub, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
