@@ -64,7 +64,8 @@ func Decided(csr *certv1alpha1.CertificateSigningRequest) (done bool, cert []byt
 // WaitForCertificate watches the request name, whose UID is uid, until it
 // is decided, and returns its certificate chain (PEM, as stored). A
 // refusal is a *RefusedError with the condition's reason and message; a
-// request deleted or replaced meanwhile wraps ErrGone; the end of ctx
+// request deleted or replaced meanwhile, or already gone when the wait
+// begins (the caller made it before), wraps ErrGone; the end of ctx
 // (bound the wait with a deadline) wraps context.Cause(ctx). A broken watch
 // is re-established by the informer underneath, from a fresh list of the
 // one request: the caller needs list and watch on certificatesigningrequests.
@@ -82,7 +83,15 @@ func WaitForCertificate(ctx context.Context, client clientset.Interface, name st
 		},
 	}, client)
 	var cert []byte
-	_, err := watchtools.UntilWithSync(ctx, lw, &certv1alpha1.CertificateSigningRequest{}, nil, func(ev watch.Event) (bool, error) {
+	// The caller made the request before it waits: one not in the first
+	// list was deleted already, and no event would ever say so.
+	existed := func(store cache.Store) (bool, error) {
+		if _, exists, err := store.GetByKey(name); err != nil || exists {
+			return false, err
+		}
+		return false, fmt.Errorf("certificate request %s was deleted before the wait for its certificate began: %w", name, ErrGone)
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &certv1alpha1.CertificateSigningRequest{}, existed, func(ev watch.Event) (bool, error) {
 		csr, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)
 		// The server selects by name; a client that does not (a fake)
 		// sends every request.

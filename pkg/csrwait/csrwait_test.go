@@ -107,13 +107,10 @@ func TestWaitForCertificate(t *testing.T) {
 			_, err := c.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, withCertificate(approved), metav1.UpdateOptions{})
 			return err
 		}},
-		"created during the wait, then issued": {want: certPEM, change: func(ctx context.Context, c *fake.Clientset) error {
-			if _, err := c.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, pending, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			_, err := c.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, withCertificate(approved), metav1.UpdateOptions{})
-			return err
-		}},
+		// The caller made the request: not there when the wait begins,
+		// it was deleted (no event will come), and the wait ends at once.
+		"deleted before the wait":                        {check: gone},
+		"deleted before the wait, another request there": {initial: request("other", "uid-9"), check: gone},
 		"denied": {initial: pending, check: refused(certv1alpha1.CertificateDenied), change: func(ctx context.Context, c *fake.Clientset) error {
 			_, err := c.CertificatesV1alpha1().CertificateSigningRequests().UpdateApproval(ctx, name, withCondition(pending, certv1alpha1.CertificateDenied, metav1.ConditionTrue), metav1.UpdateOptions{})
 			return err
