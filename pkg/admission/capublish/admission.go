@@ -64,15 +64,24 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return nil
 	}
 	var publish, oldPublish *rotation.Publish
+	var ca, old *rotation.CertificateAuthority
 	if a.GetOperation() != admission.Delete {
-		ca, ok := a.GetObject().(*rotation.CertificateAuthority)
-		if !ok {
+		var ok bool
+		if ca, ok = a.GetObject().(*rotation.CertificateAuthority); !ok {
 			return admission.NewForbidden(a, fmt.Errorf("expected a CertificateAuthority, got %T", a.GetObject()))
 		}
 		publish = ca.Spec.Publish
 	}
-	if old, ok := a.GetOldObject().(*rotation.CertificateAuthority); ok {
-		oldPublish = old.Spec.Publish
+	if o, ok := a.GetOldObject().(*rotation.CertificateAuthority); ok {
+		old, oldPublish = o, o.Spec.Publish
+	}
+	// Ways to have the CA deleted without a Delete this plugin sees: an
+	// owner reference added (the garbage collector, which may delete
+	// anything, deletes the CA once it finds the owner missing), or a
+	// finalizer removed from a CA already being deleted (the update then
+	// deletes it). Either takes everything published away.
+	if ca != nil && old != nil && oldPublish != nil && (ownerAdded(old, ca) || ca.DeletionTimestamp != nil && len(ca.Finalizers) < len(old.Finalizers)) {
+		publish = nil
 	}
 	if equality.Semantic.DeepEqual(oldPublish, publish) {
 		return nil // unchanged: checked when it was set
@@ -92,9 +101,17 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if err := checkRemoved(oldPublish, publish, check); err != nil {
 		return err
 	}
-	if publish == nil {
+	if ca != nil && old == nil && len(ca.OwnerReferences) > 0 {
+		// Created with an owner: the garbage collector deletes it, and
+		// rekey what it published, when the owner goes.
+		if err := checkRemoved(ca.Spec.Publish, nil, check); err != nil {
+			return err
+		}
+	}
+	if ca == nil || ca.Spec.Publish == nil || equality.Semantic.DeepEqual(oldPublish, ca.Spec.Publish) {
 		return nil
 	}
+	publish = ca.Spec.Publish
 	if cm := publish.ConfigMaps; cm != nil {
 		for _, ns := range cm.Namespaces {
 			if err := check(authorizer.AttributesRecord{Verb: "create", Resource: "configmaps", Namespace: ns}, fmt.Sprintf("write ConfigMaps in namespace %q (needs create on configmaps there)", ns)); err != nil {
@@ -156,4 +173,19 @@ func checkRemoved(old, cur *rotation.Publish, check func(authorizer.AttributesRe
 		}
 	}
 	return nil
+}
+
+// ownerAdded reports an owner reference the new object has and the old
+// one had not.
+func ownerAdded(old, cur *rotation.CertificateAuthority) bool {
+	had := map[string]bool{}
+	for _, r := range old.OwnerReferences {
+		had[string(r.UID)] = true
+	}
+	for _, r := range cur.OwnerReferences {
+		if !had[string(r.UID)] {
+			return true
+		}
+	}
+	return false
 }

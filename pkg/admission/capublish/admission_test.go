@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -146,6 +147,58 @@ func TestRemovingWhatIsPublishedNeedsDelete(t *testing.T) {
 			}
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("got %v, want Forbidden naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDeletingThroughTheGarbageCollectorNeedsDelete: adding an owner
+// reference (the garbage collector, which may delete anything, then
+// deletes the CA) or removing the last finalizer of a CA being deleted
+// takes what it published away as a delete would, so it needs the same
+// rights; an update that touches neither does not.
+func TestDeletingThroughTheGarbageCollectorNeedsDelete(t *testing.T) {
+	published := &rotation.Publish{ConfigMaps: &rotation.ConfigMapPublish{Namespaces: []string{"kube-system"}}}
+	createOnly := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetVerb() == "create" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	owned := func(p *rotation.Publish, uids ...string) *rotation.CertificateAuthority {
+		c := ca(p)
+		for _, uid := range uids {
+			c.OwnerReferences = append(c.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: "x", UID: types.UID(uid)})
+		}
+		return c
+	}
+	deleting := func(finalizers ...string) *rotation.CertificateAuthority {
+		c := ca(published)
+		now := metav1.Now()
+		c.DeletionTimestamp, c.Finalizers = &now, finalizers
+		return c
+	}
+	tests := map[string]struct {
+		obj, old *rotation.CertificateAuthority
+		refused  bool
+	}{
+		"owner added":                    {obj: owned(published, "u1"), old: ca(published), refused: true},
+		"owner kept":                     {obj: owned(published, "u1"), old: owned(published, "u1")},
+		"owner added, nothing published": {obj: owned(nil, "u1"), old: ca(nil)},
+		"created with an owner":          {obj: owned(published, "u1"), refused: true},
+		"last finalizer removed":         {obj: deleting(), old: deleting("example.com/hold"), refused: true},
+		"finalizers kept":                {obj: deleting("example.com/hold"), old: deleting("example.com/hold")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := New()
+			p.SetAuthorizer(createOnly)
+			err := p.Validate(context.Background(), attrs(tc.obj, tc.old), nil)
+			if tc.refused != (err != nil) {
+				t.Fatalf("refused = %v (%v), want %v", err != nil, err, tc.refused)
+			}
+			if tc.refused && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `delete the ConfigMap it published in namespace "kube-system"`)) {
+				t.Fatalf("got %v, want Forbidden naming the delete", err)
 			}
 		})
 	}
