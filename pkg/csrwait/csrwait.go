@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,7 +69,8 @@ func Decided(csr *certv1alpha1.CertificateSigningRequest) (done bool, cert []byt
 // begins (the caller made it before), wraps ErrGone; the end of ctx
 // (bound the wait with a deadline) wraps context.Cause(ctx). A broken watch
 // is re-established by the informer underneath, from a fresh list of the
-// one request: the caller needs list and watch on certificatesigningrequests.
+// one request: the caller needs get, list and watch on
+// certificatesigningrequests.
 func WaitForCertificate(ctx context.Context, client clientset.Interface, name string, uid types.UID) ([]byte, error) {
 	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
 	fieldSelector := fields.OneTermEqualSelector("metadata.name", name).String()
@@ -84,12 +86,28 @@ func WaitForCertificate(ctx context.Context, client clientset.Interface, name st
 	}, client)
 	var cert []byte
 	// The caller made the request before it waits: one not in the first
-	// list was deleted already, and no event would ever say so.
+	// list was deleted already, and no event would ever say so. But that
+	// list may come from a watch cache that lags the caller's create (the
+	// informer's fallback list at resourceVersion "0"): only a consistent
+	// read (a Get with default options) may say it is gone.
 	existed := func(store cache.Store) (bool, error) {
 		if _, exists, err := store.GetByKey(name); err != nil || exists {
 			return false, err
 		}
-		return false, fmt.Errorf("certificate request %s was deleted before the wait for its certificate began: %w", name, ErrGone)
+		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("certificate request %s was deleted before the wait for its certificate began: %w", name, ErrGone)
+		case err != nil:
+			return false, fmt.Errorf("certificate request %s is not in the first list; reading it: %w", name, err)
+		case csr.UID != uid:
+			return false, fmt.Errorf("certificate request %s was replaced before the wait for its certificate began (UID %s, not %s): %w", name, csr.UID, uid, ErrGone)
+		}
+		// There, the list only lagging: decided already, or the watch
+		// (from the list's version) brings its changes.
+		done, issued, err := Decided(csr)
+		cert = issued
+		return done, err
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, &certv1alpha1.CertificateSigningRequest{}, existed, func(ev watch.Event) (bool, error) {
 		csr, ok := ev.Object.(*certv1alpha1.CertificateSigningRequest)

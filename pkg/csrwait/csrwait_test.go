@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
@@ -43,14 +44,28 @@ func withCertificate(csr *certv1alpha1.CertificateSigningRequest) *certv1alpha1.
 // waitOn starts WaitForCertificate for (name, "uid-1") on a fake
 // clientset holding objects, and returns the client once the wait's first
 // watch is open (so that every later change reaches it as an event), and
-// the channel its result arrives on.
-func waitOn(t *testing.T, ctx context.Context, objects ...*certv1alpha1.CertificateSigningRequest) (*fake.Clientset, <-chan error, func() []byte) {
+// the channel its result arrives on. With lagging, lists (a watch cache
+// behind the caller's create) show none of objects, a Get does, and the
+// client is returned once the wait has also read the request with a Get.
+func waitOn(t *testing.T, ctx context.Context, lagging bool, objects ...*certv1alpha1.CertificateSigningRequest) (*fake.Clientset, <-chan error, func() []byte) {
 	t.Helper()
 	client := fake.NewSimpleClientset()
 	for _, o := range objects {
 		if err := client.Tracker().Add(o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	got := make(chan struct{}, 10)
+	if lagging {
+		client.PrependReactor("list", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, &certv1alpha1.CertificateSigningRequestList{}, nil
+		})
+		client.PrependReactor("get", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+			got <- struct{}{}
+			return false, nil, nil // the tracker answers
+		})
+	} else {
+		got <- struct{}{}
 	}
 	watching := make(chan struct{}, 10)
 	client.PrependWatchReactor("certificatesigningrequests", func(action k8stesting.Action) (bool, watch.Interface, error) {
@@ -65,15 +80,21 @@ func waitOn(t *testing.T, ctx context.Context, objects ...*certv1alpha1.Certific
 		cert, err = WaitForCertificate(ctx, client, name, "uid-1")
 		done <- err
 	}()
-	select {
-	case <-watching:
-	case err := <-done:
-		// Decided from the first list: no watch needed.
-		result := make(chan error, 1)
-		result <- err
-		return client, result, func() []byte { return cert }
-	case <-time.After(10 * time.Second):
-		t.Fatal("the wait opened no watch")
+	timeout := time.After(10 * time.Second)
+	for watched, read := false, false; !watched || !read; {
+		select {
+		case <-watching:
+			watched = true
+		case <-got:
+			read = true
+		case err := <-done:
+			// Decided from the first list (or the Get): no watch needed.
+			result := make(chan error, 1)
+			result <- err
+			return client, result, func() []byte { return cert }
+		case <-timeout:
+			t.Fatal("the wait opened no watch, or did not read the request")
+		}
 	}
 	return client, done, func() []byte { return cert }
 }
@@ -96,6 +117,9 @@ func TestWaitForCertificate(t *testing.T) {
 	tests := map[string]struct {
 		// initial is the request when the wait starts (nil: none yet).
 		initial *certv1alpha1.CertificateSigningRequest
+		// lagging: the first list does not show initial yet (a lagging
+		// watch cache); a Get does.
+		lagging bool
 		// change is done once the wait watches.
 		change func(ctx context.Context, client *fake.Clientset) error
 		// want is the certificate; else check judges the error.
@@ -137,6 +161,16 @@ func TestWaitForCertificate(t *testing.T) {
 			return err
 		}},
 		"replaced before the wait": {initial: withCertificate(request(name, "uid-2")), check: gone},
+		// A list from a lagging watch cache is no proof that the request
+		// is gone: a consistent Get decides.
+		"not yet in a lagging list, then issued": {initial: approved, lagging: true, want: certPEM, change: func(ctx context.Context, c *fake.Clientset) error {
+			_, err := c.CertificatesV1alpha1().CertificateSigningRequests().UpdateStatus(ctx, withCertificate(approved), metav1.UpdateOptions{})
+			return err
+		}},
+		"not yet in a lagging list, issued already": {initial: withCertificate(approved), lagging: true, want: certPEM},
+		"not yet in a lagging list, denied already": {initial: withCondition(pending, certv1alpha1.CertificateDenied, metav1.ConditionTrue), lagging: true, check: refused(certv1alpha1.CertificateDenied)},
+		"not yet in a lagging list, replaced":       {initial: withCertificate(request(name, "uid-2")), lagging: true, check: gone},
+		"not in a lagging list, and deleted":        {lagging: true, check: gone},
 		"another request's decision is not this one's": {initial: approved, want: certPEM, change: func(ctx context.Context, c *fake.Clientset) error {
 			other := withCondition(request("other", "uid-9"), certv1alpha1.CertificateDenied, metav1.ConditionTrue)
 			if _, err := c.CertificatesV1alpha1().CertificateSigningRequests().Create(ctx, other, metav1.CreateOptions{}); err != nil {
@@ -155,7 +189,7 @@ func TestWaitForCertificate(t *testing.T) {
 			if tc.initial != nil {
 				initial = append(initial, tc.initial)
 			}
-			client, done, cert := waitOn(t, ctx, initial...)
+			client, done, cert := waitOn(t, ctx, tc.lagging, initial...)
 			if tc.change != nil {
 				if err := tc.change(ctx, client); err != nil {
 					t.Fatal(err)
@@ -193,7 +227,7 @@ func TestWaitForCertificateEndsWithTheContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, done, _ := waitOn(t, ctx, withCondition(request(name, "uid-1"), certv1alpha1.CertificateApproved, metav1.ConditionTrue))
+	_, done, _ := waitOn(t, ctx, false, withCondition(request(name, "uid-1"), certv1alpha1.CertificateApproved, metav1.ConditionTrue))
 	if err := result(t, done); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the deadline", err)
 	}
