@@ -7,6 +7,8 @@ package publisher
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -122,12 +124,17 @@ type Controller struct {
 // objects and the owner APIService).
 func New(deps Deps) *Controller {
 	labelled := func(o *metav1.ListOptions) { o.LabelSelector = OwnerLabel }
+	ownerName := ""
+	if deps.APIServices != nil {
+		ownerName = deps.OwnerAPIService
+	}
+	trim := trimPublished(ownerName)
 	published := kubeinformers.NewSharedInformerFactoryWithOptions(deps.Kube, 0,
 		kubeinformers.WithTweakListOptions(labelled),
-		kubeinformers.WithTransform(trimPublished))
+		kubeinformers.WithTransform(trim))
 	ctbs := kubecertinformers.NewFilteredClusterTrustBundleInformer(deps.Kube, 0, cache.Indexers{}, labelled)
 	// Not started yet: setting the transform cannot fail.
-	_ = ctbs.SetTransform(trimPublished)
+	_ = ctbs.SetTransform(trim)
 	c := &Controller{
 		kube:       deps.Kube,
 		caInformer: deps.CAs,
@@ -160,42 +167,100 @@ func New(deps Deps) *Controller {
 	return c
 }
 
-// trimPublished keeps of a published object only what the publisher
-// reads: metadata but managed fields and annotations, and the bundle as
-// its digest. Whoever may create labelled ConfigMaps in a namespace could
-// otherwise fill rekey's memory with them (1 MiB each, kept by a
-// finalizer). Idempotent: a digest stays as it is.
-func trimPublished(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-		m.SetAnnotations(nil)
-	}
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		bundle, ok := o.Data[BundleKey]
-		o.Data, o.BinaryData = nil, nil
-		if ok {
-			o.Data = map[string]string{BundleKey: digest(bundle)}
+// DigestAnnotation is where the publisher's caches hold the digest of a
+// published bundle. Only trimPublished writes it, in memory: it is never
+// sent to the host cluster.
+const DigestAnnotation = "rekey.io/bundle-digest"
+
+// maxOwnerRefs is how many owner references naming the owner APIService
+// the caches keep: at most one of them is the current owner, so two are
+// enough to tell that an object lacks it or holds a stale one.
+const maxOwnerRefs = 2
+
+// trimPublished is the transform of the caches of published objects: it
+// keeps only what the publisher reads, of a bounded size, since whoever
+// may create labelled ConfigMaps in a namespace could otherwise fill
+// rekey's memory with them (1 MiB each, kept by a finalizer). It keeps of
+// the labels OwnerLabel alone, no finalizers (DeletionTimestamp says
+// enough), no managed fields, only the owner references naming the owner
+// APIService (ownerName; none without one), and of the bundle its digest
+// in DigestAnnotation, every other annotation dropped.
+//
+// The transform may see an object it trimmed before (a resync, a
+// relist): one without a bundle keeps the digest it holds. A digest that
+// came from the host cluster so (an annotation on a ConfigMap without
+// ca.crt) is kept too, but it cannot match: digests are keyed with a
+// secret of the process.
+func trimPublished(ownerName string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return obj, nil // a DeletedFinalStateUnknown holds a trimmed object
 		}
-	case *certificatesv1.ClusterTrustBundle:
-		o.Spec.TrustBundle = digest(o.Spec.TrustBundle)
+		m.SetManagedFields(nil)
+		m.SetFinalizers(nil)
+		if owner, ok := m.GetLabels()[OwnerLabel]; ok {
+			m.SetLabels(map[string]string{OwnerLabel: owner})
+		} else {
+			m.SetLabels(nil)
+		}
+		var refs []metav1.OwnerReference
+		for _, r := range m.GetOwnerReferences() {
+			if ownerName != "" && isAPIService(r) && r.Name == ownerName && len(refs) < maxOwnerRefs {
+				refs = append(refs, r)
+			}
+		}
+		m.SetOwnerReferences(refs)
+		// What a trimmed object holds; nothing else of the host cluster's.
+		kept := m.GetAnnotations()[DigestAnnotation]
+		m.SetAnnotations(nil)
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			if bundle, ok := o.Data[BundleKey]; ok {
+				kept = digest(bundle)
+			} else if o.Data != nil || o.BinaryData != nil {
+				kept = "" // from the host cluster, without a bundle
+			}
+			o.Data, o.BinaryData = nil, nil
+		case *certificatesv1.ClusterTrustBundle:
+			if o.Spec.TrustBundle != "" {
+				kept = digest(o.Spec.TrustBundle)
+			}
+			o.Spec.TrustBundle = ""
+		}
+		if kept != "" {
+			m.SetAnnotations(map[string]string{DigestAnnotation: kept})
+		}
+		return obj, nil
 	}
-	return obj, nil
 }
 
-const digestPrefix = "sha256:"
+// isAPIService reports whether r names an APIService.
+func isAPIService(r metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	return err == nil && gv.Group == apiServices.Group && r.Kind == "APIService"
+}
+
+// digestKey keys the digests of the caches: a digest the host cluster
+// holds (a namespace editor wrote it) can never pass for one.
+var digestKey = func() []byte {
+	key := make([]byte, sha256.Size)
+	_, _ = rand.Read(key) // never fails (it crashes the program instead)
+	return key
+}()
 
 // digest is what the publisher's caches hold of a bundle: a fixed size,
-// whatever the object holds. A digest is not PEM, so a value already of
-// that form is one (the transform may see an object twice).
+// whatever the object holds.
 func digest(bundle string) string {
-	if rest, ok := strings.CutPrefix(bundle, digestPrefix); ok && len(rest) == 2*sha256.Size {
-		if _, err := hex.DecodeString(rest); err == nil {
-			return bundle
-		}
-	}
-	sum := sha256.Sum256([]byte(bundle))
-	return digestPrefix + hex.EncodeToString(sum[:])
+	h := hmac.New(sha256.New, digestKey)
+	h.Write([]byte(bundle))
+	return "hmac-sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// cachedDigest is the digest of the bundle a cached object holds, "" for
+// none.
+func cachedDigest(obj metav1.Object) string {
+	return obj.GetAnnotations()[DigestAnnotation]
 }
 
 // Run publishes until ctx is done.
@@ -645,13 +710,16 @@ func ownerApply(owner *metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyCon
 }
 
 // replaceOwnerPatch is a JSON merge patch that swaps an earlier owner for
-// the current one and sets fields, on the version the cache shows: server-
-// side apply cannot take an owner reference written by another manager
-// (or by the create) away.
-func replaceOwnerPatch(obj metav1.Object, owner *metav1.OwnerReference, fields map[string]any) ([]byte, error) {
+// the current one and sets fields, on the version the cache shows (a
+// newer live one conflicts, and the sync is retried from the cache):
+// server-side apply cannot take an owner reference written by another
+// manager (or by the create) away. The other owner references come from
+// live, the object as read from the host cluster: the cache keeps only
+// the owner APIService's, and a merge patch replaces the whole list.
+func replaceOwnerPatch(cached, live metav1.Object, owner *metav1.OwnerReference, fields map[string]any) ([]byte, error) {
 	patch := map[string]any{"metadata": map[string]any{
-		"resourceVersion": obj.GetResourceVersion(),
-		"ownerReferences": withOwner(obj.GetOwnerReferences(), owner),
+		"resourceVersion": cached.GetResourceVersion(),
+		"ownerReferences": withOwner(live.GetOwnerReferences(), owner),
 	}}
 	for k, v := range fields {
 		patch[k] = v
@@ -695,11 +763,15 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	if cm.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 	}
-	if cm.Data[BundleKey] == digest(ca.Status.TrustBundle) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
+	if cachedDigest(cm) == digest(ca.Status.TrustBundle) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
 	if staleOwner(cm.OwnerReferences, owner) {
-		patch, err := replaceOwnerPatch(cm, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
+		live, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading ConfigMap %s/%s to replace its owner: %w", ns, name, err)
+		}
+		patch, err := replaceOwnerPatch(cm, live, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
 		if err != nil {
 			return err
 		}
@@ -751,11 +823,15 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 	if ctb.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ClusterTrustBundle", name, ca.Name)
 	}
-	if ctb.Spec.TrustBundle == digest(ca.Status.TrustBundle) && !lacksOwner(ctb.OwnerReferences, owner) && !staleOwner(ctb.OwnerReferences, owner) {
+	if cachedDigest(ctb) == digest(ca.Status.TrustBundle) && !lacksOwner(ctb.OwnerReferences, owner) && !staleOwner(ctb.OwnerReferences, owner) {
 		return nil
 	}
 	if staleOwner(ctb.OwnerReferences, owner) {
-		patch, err := replaceOwnerPatch(ctb, owner, map[string]any{"spec": map[string]string{"trustBundle": ca.Status.TrustBundle}})
+		live, err := ctbs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading ClusterTrustBundle %s to replace its owner: %w", name, err)
+		}
+		patch, err := replaceOwnerPatch(ctb, live, owner, map[string]any{"spec": map[string]string{"trustBundle": ca.Status.TrustBundle}})
 		if err != nil {
 			return err
 		}

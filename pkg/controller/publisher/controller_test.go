@@ -2,6 +2,8 @@ package publisher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -486,8 +488,8 @@ func TestCacheHoldsDigestsNotBundles(t *testing.T) {
 		t.Fatalf("not cached: %v", err)
 	}
 	cm := obj.(*corev1.ConfigMap)
-	if diff := cmp.Diff(map[string]string{BundleKey: digest("B1")}, cm.Data); diff != "" || cm.BinaryData != nil || cm.Annotations != nil {
-		t.Fatalf("cached ConfigMap data (-want +got):\n%s\nbinaryData %d keys, annotations %d", diff, len(cm.BinaryData), len(cm.Annotations))
+	if diff := cmp.Diff(map[string]string{DigestAnnotation: digest("B1")}, cm.Annotations); diff != "" || cm.Data != nil || cm.BinaryData != nil {
+		t.Fatalf("cached ConfigMap annotations (-want +got):\n%s\ndata %d keys, binaryData %d keys", diff, len(cm.Data), len(cm.BinaryData))
 	}
 	if cm.Labels[OwnerLabel] != "team-ca" {
 		t.Fatalf("cached ConfigMap lost its label: %v", cm.Labels)
@@ -496,11 +498,8 @@ func TestCacheHoldsDigestsNotBundles(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("not cached: %v", err)
 	}
-	if got := obj.(*certificatesv1.ClusterTrustBundle).Spec.TrustBundle; got != digest("B1") || len(got) != len(digestPrefix)+64 {
-		t.Fatalf("cached trust bundle %.80q", got)
-	}
-	if d := digest(digest("B1")); d != digest("B1") {
-		t.Fatalf("digest is not idempotent: %s", d)
+	if got := obj.(*certificatesv1.ClusterTrustBundle); got.Spec.TrustBundle != "" || cachedDigest(got) != digest("B1") || len(cachedDigest(got)) > 100 {
+		t.Fatalf("cached trust bundle %.80q, digest %.80q", got.Spec.TrustBundle, cachedDigest(got))
 	}
 	kube.ClearActions()
 	if err := c.Handle(context.Background(), teamCA("B1")); err != nil {
@@ -622,5 +621,118 @@ func TestRunWithoutClusterTrustBundles(t *testing.T) {
 	err := c.Handle(f.ctx, teamCA("B1"))
 	if err == nil || !strings.Contains(err.Error(), "does not serve ClusterTrustBundles") {
 		t.Fatalf("error %v, want one saying ClusterTrustBundles are not served", err)
+	}
+}
+
+// TestCacheKeepsOnlyWhatThePublisherReads: of labels, finalizers, owner
+// references and annotations, which have no size limit of their own, the
+// caches keep rekey's label, the owner APIService's references (two at
+// most) and the bundle's digest; a second pass of the transform (a
+// resync) changes nothing.
+func TestCacheKeepsOnlyWhatThePublisherReads(t *testing.T) {
+	big := strings.Repeat("x", 63)
+	labels := map[string]string{OwnerLabel: "team-ca"}
+	for i := range 1000 {
+		labels[fmt.Sprintf("l%d", i)] = big
+	}
+	var refs []metav1.OwnerReference
+	for i := range 100 {
+		refs = append(refs, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("d%d", i), UID: types.UID(fmt.Sprintf("d-%d", i))},
+			metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: types.UID(fmt.Sprintf("e-%d", i))},
+			metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: fmt.Sprintf("other-%d", i), UID: types.UID(fmt.Sprintf("o-%d", i))})
+	}
+	for i := range 3 {
+		refs = append(refs, metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: types.UID(fmt.Sprintf("u-%d", i))})
+	}
+	var finalizers []string
+	for i := range 1000 {
+		finalizers = append(finalizers, fmt.Sprintf("example.com/hold-%d", i))
+	}
+	now := metav1.Now()
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: labels, Finalizers: finalizers,
+		OwnerReferences: refs, DeletionTimestamp: &now, Annotations: map[string]string{"big": big}}, Data: map[string]string{BundleKey: "B1"}}
+	f := newFixtureWith(t, ownerAPIService("u-1"), held)
+	obj, ok, err := f.c.configMaps.GetStore().GetByKey("labelled/team-ca")
+	if err != nil || !ok {
+		t.Fatalf("not cached: %v", err)
+	}
+	cm := obj.(*corev1.ConfigMap)
+	want := metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: map[string]string{OwnerLabel: "team-ca"}, DeletionTimestamp: cm.DeletionTimestamp,
+		ResourceVersion: cm.ResourceVersion, UID: cm.UID, CreationTimestamp: cm.CreationTimestamp,
+		OwnerReferences: refs[300:302], Annotations: map[string]string{DigestAnnotation: digest("B1")}}
+	if diff := cmp.Diff(want, cm.ObjectMeta); diff != "" || cm.DeletionTimestamp == nil {
+		t.Fatalf("cached metadata (-want +got):\n%s", diff)
+	}
+	again, err := trimPublished("v1alpha1.rotation.rekey.io")(cm.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cm, again); diff != "" {
+		t.Fatalf("a second pass of the transform changed the object (-first +second):\n%s", diff)
+	}
+	// Without an owner APIService, no owner reference is kept.
+	bare, err := trimPublished("")(held.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := bare.(*corev1.ConfigMap).OwnerReferences; len(refs) != 0 {
+		t.Fatalf("owner references kept without an owner: %v", refs)
+	}
+}
+
+// TestDigestFromTheHostClusterIsNotTrusted: a namespace editor who writes
+// the digest of the real bundle into a published ConfigMap, as its
+// ca.crt or as the annotation the caches hold digests in, does not keep
+// rekey from writing the bundle back.
+func TestDigestFromTheHostClusterIsNotTrusted(t *testing.T) {
+	sum := sha256.Sum256([]byte("B1"))
+	plain := "sha256:" + hex.EncodeToString(sum[:])
+	mine := map[string]string{OwnerLabel: "team-ca"}
+	c, kube := newFixture(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: mine}, Data: map[string]string{BundleKey: plain}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "labelled", Labels: mine, Annotations: map[string]string{DigestAnnotation: plain}}})
+	ca := teamCA("B1")
+	ca.Spec.Publish.ClusterTrustBundle = false
+	if err := c.Handle(context.Background(), ca); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"listed", "labelled"} {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "team-ca", metav1.GetOptions{})
+		if err != nil || cm.Data[BundleKey] != "B1" {
+			t.Errorf("ConfigMap %s/team-ca holds %q (%v), want the bundle written back", ns, cm.Data[BundleKey], err)
+		}
+	}
+}
+
+// TestReplacingAStaleOwnerKeepsOtherOwners: the cache keeps only the
+// owner APIService's references, so the patch that swaps a reinstalled
+// rekey's stale one for the current one takes the others from the host
+// cluster, and they stay.
+func TestReplacingAStaleOwnerKeepsOtherOwners(t *testing.T) {
+	stale := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "old"}
+	theirs := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "keeper", UID: "d-1"}
+	mine := map[string]string{OwnerLabel: "team-ca"}
+	f := newFixtureWith(t, ownerAPIService("u-1"),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: mine, OwnerReferences: []metav1.OwnerReference{theirs, stale}},
+			Data: map[string]string{BundleKey: "B1"}},
+		&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team:team-ca", Labels: mine, OwnerReferences: []metav1.OwnerReference{stale, theirs}},
+			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/team", TrustBundle: "B1"}})
+	if err := f.c.Handle(f.ctx, teamCA("B1")); err != nil {
+		t.Fatal(err)
+	}
+	owner := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "u-1"}
+	cm, err := f.kube.CoreV1().ConfigMaps("listed").Get(f.ctx, "team-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]metav1.OwnerReference{owner, theirs}, cm.OwnerReferences); diff != "" {
+		t.Errorf("ConfigMap owners (-want +got):\n%s", diff)
+	}
+	ctb, err := f.kube.CertificatesV1().ClusterTrustBundles().Get(f.ctx, "example.com:team:team-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]metav1.OwnerReference{owner, theirs}, ctb.OwnerReferences); diff != "" {
+		t.Errorf("ClusterTrustBundle owners (-want +got):\n%s", diff)
 	}
 }
