@@ -688,18 +688,6 @@ func staleOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) bool
 	return false
 }
 
-// withOwner replaces the owner references of an earlier owner of the same
-// kind and name (a reinstalled rekey) with the current one.
-func withOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) []metav1.OwnerReference {
-	out := []metav1.OwnerReference{*owner}
-	for _, r := range refs {
-		if r.Kind != owner.Kind || r.Name != owner.Name || r.APIVersion != owner.APIVersion {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // ownerApply is the owner as an apply configuration (none without one).
 func ownerApply(owner *metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyConfiguration {
 	if owner == nil {
@@ -709,17 +697,23 @@ func ownerApply(owner *metav1.OwnerReference) []*metav1ac.OwnerReferenceApplyCon
 		WithAPIVersion(owner.APIVersion).WithKind(owner.Kind).WithName(owner.Name).WithUID(owner.UID)}
 }
 
-// replaceOwnerPatch is a JSON merge patch that swaps an earlier owner for
-// the current one and sets fields, on the version the cache shows (a
-// newer live one conflicts, and the sync is retried from the cache):
-// server-side apply cannot take an owner reference written by another
-// manager (or by the create) away. The other owner references come from
-// live, the object as read from the host cluster: the cache keeps only
-// the owner APIService's, and a merge patch replaces the whole list.
-func replaceOwnerPatch(cached, live metav1.Object, owner *metav1.OwnerReference, fields map[string]any) ([]byte, error) {
+// replaceOwnerPatch is a strategic merge patch that swaps the earlier
+// owners of the same kind and name (a reinstalled rekey) for the current
+// one and sets fields, on the version the cache shows (a newer one
+// conflicts, and the sync is retried from the cache): server-side apply
+// cannot take an owner reference written by another manager (or by the
+// create) away. Owner references merge by UID, so that the others, which
+// the cache does not keep, stay as they are.
+func replaceOwnerPatch(cached metav1.Object, owner *metav1.OwnerReference, fields map[string]any) ([]byte, error) {
+	refs := []any{owner}
+	for _, r := range cached.GetOwnerReferences() {
+		if r.Kind == owner.Kind && r.Name == owner.Name && r.APIVersion == owner.APIVersion && r.UID != owner.UID {
+			refs = append(refs, map[string]any{"uid": r.UID, "$patch": "delete"})
+		}
+	}
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": cached.GetResourceVersion(),
-		"ownerReferences": withOwner(live.GetOwnerReferences(), owner),
+		"ownerReferences": refs,
 	}}
 	for k, v := range fields {
 		patch[k] = v
@@ -767,15 +761,11 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 		return nil
 	}
 	if staleOwner(cm.OwnerReferences, owner) {
-		live, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading ConfigMap %s/%s to replace its owner: %w", ns, name, err)
-		}
-		patch, err := replaceOwnerPatch(cm, live, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
+		patch, err := replaceOwnerPatch(cm, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
 		if err != nil {
 			return err
 		}
-		_, err = cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		_, err = cms.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	}
 	// On the version the cache shows: a stale one conflicts, and the
@@ -827,15 +817,11 @@ func (c *Controller) ensureClusterTrustBundle(ctx context.Context, signerName st
 		return nil
 	}
 	if staleOwner(ctb.OwnerReferences, owner) {
-		live, err := ctbs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading ClusterTrustBundle %s to replace its owner: %w", name, err)
-		}
-		patch, err := replaceOwnerPatch(ctb, live, owner, map[string]any{"spec": map[string]string{"trustBundle": ca.Status.TrustBundle}})
+		patch, err := replaceOwnerPatch(ctb, owner, map[string]any{"spec": map[string]string{"trustBundle": ca.Status.TrustBundle}})
 		if err != nil {
 			return err
 		}
-		_, err = ctbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		_, err = ctbs.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	}
 	_, err = ctbs.Apply(ctx, certificatesv1ac.ClusterTrustBundle(name).

@@ -707,18 +707,36 @@ func TestDigestFromTheHostClusterIsNotTrusted(t *testing.T) {
 // TestReplacingAStaleOwnerKeepsOtherOwners: the cache keeps only the
 // owner APIService's references, so the patch that swaps a reinstalled
 // rekey's stale one for the current one takes the others from the host
-// cluster, and they stay.
+// cluster, and they stay. The patch is on the cached resourceVersion.
 func TestReplacingAStaleOwnerKeepsOtherOwners(t *testing.T) {
 	stale := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "old"}
 	theirs := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "keeper", UID: "d-1"}
 	mine := map[string]string{OwnerLabel: "team-ca"}
 	f := newFixtureWith(t, ownerAPIService("u-1"),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: mine, OwnerReferences: []metav1.OwnerReference{theirs, stale}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: mine, OwnerReferences: []metav1.OwnerReference{theirs, stale}, ResourceVersion: "5"},
 			Data: map[string]string{BundleKey: "B1"}},
-		&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team:team-ca", Labels: mine, OwnerReferences: []metav1.OwnerReference{stale, theirs}},
+		&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team:team-ca", Labels: mine, OwnerReferences: []metav1.OwnerReference{stale, theirs}, ResourceVersion: "7"},
 			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/team", TrustBundle: "B1"}})
+	f.kube.ClearActions()
 	if err := f.c.Handle(f.ctx, teamCA("B1")); err != nil {
 		t.Fatal(err)
+	}
+	for _, a := range f.kube.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetNamespace() == "labelled" {
+			continue
+		}
+		var body struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"listed": "5", "": "7"}[a.GetNamespace()]; body.Metadata.ResourceVersion != want {
+			t.Errorf("patch of %s/%s without the cached resourceVersion %s: %s", a.GetNamespace(), p.GetName(), want, p.GetPatch())
+		}
 	}
 	owner := metav1.OwnerReference{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService", Name: "v1alpha1.rotation.rekey.io", UID: "u-1"}
 	cm, err := f.kube.CoreV1().ConfigMaps("listed").Get(f.ctx, "team-ca", metav1.GetOptions{})
