@@ -10,9 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"rekey.io/rekey/pkg/admission/admissiontest"
 	"rekey.io/rekey/pkg/apis/certificates"
+	"rekey.io/rekey/pkg/apis/rotation"
 )
 
 func signer(name, ca string) *certificates.Signer {
@@ -57,6 +59,7 @@ func TestSignerBinding(t *testing.T) {
 			fake := &admissiontest.Authorizer{T: t, Grants: grants}
 			p := New()
 			p.SetAuthorizer(fake.Authorizer())
+			p.SetCertificateAuthorities(cas{})
 			if err := p.ValidateInitialization(); err != nil {
 				t.Fatal(err)
 			}
@@ -87,5 +90,57 @@ func TestAuthorizerErrorDenies(t *testing.T) {
 func TestRequiresAuthorizer(t *testing.T) {
 	if err := New().ValidateInitialization(); err == nil {
 		t.Fatal("initialized without an authorizer")
+	}
+}
+
+// cas holds the CertificateAuthorities the tests read by name.
+type cas map[string]*rotation.CertificateAuthority
+
+func (c cas) Get(_ context.Context, name string) (*rotation.CertificateAuthority, error) {
+	if ca, ok := c[name]; ok {
+		return ca, nil
+	}
+	return nil, apierrors.NewNotFound(rotation.Resource("certificateauthorities"), name)
+}
+
+// TestDeletingASignerThatPublishesNeedsDeleteOnItsBundle: rekey deletes
+// the ClusterTrustBundle of a Signer that is gone when its CA publishes
+// them, so deleting such a Signer needs delete on clustertrustbundles;
+// other deletes need nothing beyond the delete itself.
+func TestDeletingASignerThatPublishesNeedsDeleteOnItsBundle(t *testing.T) {
+	known := cas{
+		"publishes": {ObjectMeta: metav1.ObjectMeta{Name: "publishes"}, Spec: rotation.CertificateAuthoritySpec{Publish: &rotation.Publish{ClusterTrustBundle: true}}},
+		"quiet":     {ObjectMeta: metav1.ObjectMeta{Name: "quiet"}},
+	}
+	for name, tc := range map[string]struct {
+		ca      string
+		mayCTB  bool
+		refused bool
+	}{
+		"CA publishes, no delete on bundles":  {ca: "publishes", refused: true},
+		"CA publishes, delete on bundles":     {ca: "publishes", mayCTB: true},
+		"CA publishes no ClusterTrustBundles": {ca: "quiet"},
+		"CA gone":                             {ca: "gone"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := New()
+			p.SetAuthorizer(authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+				if tc.mayCTB && a.GetVerb() == "delete" && a.GetResource() == "clustertrustbundles" && a.GetAPIGroup() == "certificates.k8s.io" {
+					return authorizer.DecisionAllow, "", nil
+				}
+				return authorizer.DecisionNoOpinion, "", nil
+			}))
+			p.SetCertificateAuthorities(known)
+			s := signer("team.example.com/app", tc.ca)
+			a := admission.NewAttributesRecord(nil, s, certificates.Kind("Signer").WithVersion("v1alpha1"), "", s.Name,
+				certificates.Resource("signers").WithVersion("v1alpha1"), "", admission.Delete, nil, false, &user.DefaultInfo{Name: "team"})
+			err := p.Validate(context.Background(), a, nil)
+			if tc.refused != (err != nil) {
+				t.Fatalf("refused = %v (%v), want %v", err != nil, err, tc.refused)
+			}
+			if tc.refused && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "delete on clustertrustbundles")) {
+				t.Fatalf("got %v, want Forbidden naming delete on clustertrustbundles", err)
+			}
+		})
 	}
 }
