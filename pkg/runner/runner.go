@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,9 +24,11 @@ func NewQueue[K comparable](name string) workqueue.TypedRateLimitingInterface[K]
 		workqueue.TypedRateLimitingQueueConfig[K]{Name: name})
 }
 
-// Run waits for the informers to sync, runs workers until ctx is done, and
-// shuts the queue down.
-func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[K], synced []cache.InformerSynced, workers int, sync SyncFunc[K]) {
+// Run waits for the informers to sync, runs workers until ctx is done,
+// shuts the queue down, and returns only once every worker has returned:
+// a controller whose Run has returned syncs nothing more, so that the next
+// leadership term on this replica never overlaps the last one.
+func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[K], synced []cache.InformerSynced, workers int, handle SyncFunc[K]) {
 	defer utilruntime.HandleCrash()
 	defer queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -34,13 +37,22 @@ func Run[K comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	// The sync functions log through the context, with the controller's name.
 	logger := klog.FromContext(ctx).WithValues("controller", name)
 	ctx = klog.NewContext(ctx, logger)
+	var running sync.WaitGroup
 	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for processNext(ctx, queue, sync) {
-			}
-		}, time.Second)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, queue, handle) {
+				}
+			}, time.Second)
+		}()
 	}
 	<-ctx.Done()
+	// Wakes the workers waiting for a key; those in a sync finish it
+	// (its context is done) and stop.
+	queue.ShutDown()
+	running.Wait()
 }
 
 func processNext[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], sync SyncFunc[K]) bool {

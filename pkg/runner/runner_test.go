@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,43 @@ func TestRunRetriesErrorsAndRequeues(t *testing.T) {
 	}
 	if !queue.ShuttingDown() {
 		t.Fatal("the queue was not shut down")
+	}
+}
+
+// TestRunReturnsOnlyAfterItsWorkers: a sync still running when the context
+// ends finishes before Run returns, so nothing a controller started
+// outlives it (a new leadership term never overlaps the last one).
+func TestRunReturnsOnlyAfterItsWorkers(t *testing.T) {
+	queue := NewQueue[string]("test")
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	handle := func(ctx context.Context, _ string) (time.Duration, error) {
+		close(inSync)
+		<-release
+		finished.Store(true)
+		return 0, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Run(ctx, "test", queue, nil, 1, handle)
+		close(done)
+	}()
+	queue.Add("key")
+	<-inSync
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Run returned while a sync was still running")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return once the sync finished")
+	}
+	if !finished.Load() {
+		t.Fatal("Run returned before the sync finished")
 	}
 }
