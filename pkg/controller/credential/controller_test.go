@@ -256,13 +256,11 @@ func (m *revokeRecorder) Revoke(_ context.Context, _ *rotationv1alpha1.RotatingC
 	return nil
 }
 
-// TestSecretDeletedDuringAGracePeriodForgetsNoGeneration: generation 1,
-// in its grace period, is named only by the Secret's old-generation
-// annotation and by status (phase Rotating at 2). The Secret deleted, rekey
-// revokes 1 at once, then mints 3 with 2 to revoke after its grace
-// period: every generation but the current one is revoked.
-func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
-	m := &revokeRecorder{}
+// inGracePeriodOfGeneration1 settles a credential, then an hour later
+// settles it again: generation 2 is minted and 1 waits out its grace
+// period.
+func inGracePeriodOfGeneration1(t *testing.T, m *revokeRecorder) *harness {
+	t.Helper()
 	h := newHarness(t, newRC(), m)
 	if _, err := h.settle(); err != nil {
 		t.Fatal(err)
@@ -271,6 +269,17 @@ func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
 	if _, err := h.settle(); err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// TestSecretDeletedDuringAGracePeriodForgetsNoGeneration: generation 1,
+// in its grace period, is named only by the Secret's old-generation
+// annotation and by status (phase Rotating at 2). The Secret deleted, rekey
+// revokes 1 at once, then mints 3 with 2 to revoke after its grace
+// period: every generation but the current one is revoked.
+func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
+	m := &revokeRecorder{}
+	h := inGracePeriodOfGeneration1(t, m)
 	if rc := h.refresh(); rc.Status.Phase != rotationv1alpha1.CredentialRotating || rc.Status.CredentialGeneration != 2 {
 		t.Fatalf("not in the grace period of generation 1: %+v", rc.Status)
 	}
@@ -303,14 +312,7 @@ func TestSecretDeletedDuringAGracePeriodForgetsNoGeneration(t *testing.T) {
 // (seen in e2e as a repeated "revoke 1" after a Secret deletion).
 func TestStaleCacheDoesNotRevokeAgain(t *testing.T) {
 	m := &revokeRecorder{}
-	h := newHarness(t, newRC(), m)
-	if _, err := h.settle(); err != nil {
-		t.Fatal(err)
-	}
-	h.clock.SetTime(t0.Add(time.Hour))
-	if _, err := h.settle(); err != nil {
-		t.Fatal(err)
-	}
+	h := inGracePeriodOfGeneration1(t, m)
 	stale := h.refresh().DeepCopy()
 	if stale.Status.Phase != rotationv1alpha1.CredentialRotating || stale.Status.CredentialGeneration != 2 {
 		t.Fatalf("not in the grace period of generation 1: %+v", stale.Status)
