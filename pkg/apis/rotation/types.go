@@ -43,6 +43,13 @@ type CertificateAuthoritySpec struct {
 	Validity     metav1.Duration
 	KeyStore     KeyStore
 	Publish      *Publish
+	Rotation     *RotationPolicy
+}
+
+// RotationPolicy says how a rotation spreads trust and renewals.
+type RotationPolicy struct {
+	TrustPropagation *metav1.Duration
+	RenewalWindow    *metav1.Duration
 }
 
 // Publish says where the trust bundle goes.
@@ -104,6 +111,18 @@ type CertificateAuthorityStatus struct {
 	Conditions                  []metav1.Condition
 	PendingRenewal              int32
 	PendingRenewals             []PendingRenewal
+	Next                        *CACertificate
+	Trust                       *TrustStatus
+}
+
+// TrustStatus is how far a rotation's next CA has spread.
+type TrustStatus struct {
+	PublishedTime  *metav1.Time
+	Unpublished    []string
+	Consumers      int32
+	Waiting        int32
+	WaitingFor     []string
+	OverriddenTime *metav1.Time
 }
 
 // PendingRenewal is a certificate signed by the previous CA that has not
@@ -122,6 +141,7 @@ type RotationAction string
 // Rotation actions.
 const (
 	RotationStart    RotationAction = "Start"
+	RotationPrepare  RotationAction = "Prepare"
 	RotationComplete RotationAction = "Complete"
 )
 

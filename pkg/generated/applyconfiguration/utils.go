@@ -116,10 +116,22 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.RotatingCredentialSpecApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("RotatingCredentialStatus"):
 		return &applyconfigurationrotationv1alpha1.RotatingCredentialStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("RotationPolicy"):
+		return &applyconfigurationrotationv1alpha1.RotationPolicyApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
 		return &applyconfigurationrotationv1alpha1.SecretReferenceApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("ServiceAccountTokenMinter"):
 		return &applyconfigurationrotationv1alpha1.ServiceAccountTokenMinterApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustConsumer"):
+		return &applyconfigurationrotationv1alpha1.TrustConsumerApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustConsumerSpec"):
+		return &applyconfigurationrotationv1alpha1.TrustConsumerSpecApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustConsumerStatus"):
+		return &applyconfigurationrotationv1alpha1.TrustConsumerStatusApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustHeld"):
+		return &applyconfigurationrotationv1alpha1.TrustHeldApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustStatus"):
+		return &applyconfigurationrotationv1alpha1.TrustStatusApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("WebhookMinter"):
 		return &applyconfigurationrotationv1alpha1.WebhookMinterApplyConfiguration{}
 

@@ -136,8 +136,15 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.RotatingCredentialSpec{}.OpenAPIModelName():                 schema_pkg_apis_rotation_v1alpha1_RotatingCredentialSpec(ref),
 		rotationv1alpha1.RotatingCredentialStatus{}.OpenAPIModelName():               schema_pkg_apis_rotation_v1alpha1_RotatingCredentialStatus(ref),
 		rotationv1alpha1.Rotation{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
+		rotationv1alpha1.RotationPolicy{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_RotationPolicy(ref),
 		rotationv1alpha1.SecretReference{}.OpenAPIModelName():                        schema_pkg_apis_rotation_v1alpha1_SecretReference(ref),
 		rotationv1alpha1.ServiceAccountTokenMinter{}.OpenAPIModelName():              schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenMinter(ref),
+		rotationv1alpha1.TrustConsumer{}.OpenAPIModelName():                          schema_pkg_apis_rotation_v1alpha1_TrustConsumer(ref),
+		rotationv1alpha1.TrustConsumerList{}.OpenAPIModelName():                      schema_pkg_apis_rotation_v1alpha1_TrustConsumerList(ref),
+		rotationv1alpha1.TrustConsumerSpec{}.OpenAPIModelName():                      schema_pkg_apis_rotation_v1alpha1_TrustConsumerSpec(ref),
+		rotationv1alpha1.TrustConsumerStatus{}.OpenAPIModelName():                    schema_pkg_apis_rotation_v1alpha1_TrustConsumerStatus(ref),
+		rotationv1alpha1.TrustHeld{}.OpenAPIModelName():                              schema_pkg_apis_rotation_v1alpha1_TrustHeld(ref),
+		rotationv1alpha1.TrustStatus{}.OpenAPIModelName():                            schema_pkg_apis_rotation_v1alpha1_TrustStatus(ref),
 		rotationv1alpha1.WebhookMinter{}.OpenAPIModelName():                          schema_pkg_apis_rotation_v1alpha1_WebhookMinter(ref),
 	}
 }
@@ -4463,11 +4470,17 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref common.Refer
 							Ref:         ref(rotationv1alpha1.Publish{}.OpenAPIModelName()),
 						},
 					},
+					"rotation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "rotation says how a rotation spreads trust and renewals. Mutable, like publish.",
+							Ref:         ref(rotationv1alpha1.RotationPolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName(), rotationv1alpha1.Publish{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName(), rotationv1alpha1.Publish{}.OpenAPIModelName(), rotationv1alpha1.RotationPolicy{}.OpenAPIModelName()},
 	}
 }
 
@@ -4546,7 +4559,7 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.Ref
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready is True when the key can be reached and the CA signs.",
+							Description: "conditions: Ready is True when the key can be reached and the CA signs; TrustPropagated, during and after Preparing, says whether the next CA is trusted everywhere and, while not, what is waited for.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -4582,11 +4595,23 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthorityStatus(ref common.Ref
 							},
 						},
 					},
+					"next": {
+						SchemaProps: spec.SchemaProps{
+							Description: "next is, while Preparing, the new CA certificate: in the trust bundle beside current, it signs nothing until it is trusted (Prepared).",
+							Ref:         ref(rotationv1alpha1.CACertificate{}.OpenAPIModelName()),
+						},
+					},
+					"trust": {
+						SchemaProps: spec.SchemaProps{
+							Description: "trust is how far the next CA has spread, during Preparing (and as it stood when the last rotation reached Prepared).",
+							Ref:         ref(rotationv1alpha1.TrustStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName(), rotationv1alpha1.PendingRenewal{}.OpenAPIModelName()},
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName(), rotationv1alpha1.CACertificate{}.OpenAPIModelName(), rotationv1alpha1.PendingRenewal{}.OpenAPIModelName(), rotationv1alpha1.TrustStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -5241,16 +5266,16 @@ func schema_pkg_apis_rotation_v1alpha1_Rotation(ref common.ReferenceCallback) co
 					},
 					"action": {
 						SchemaProps: spec.SchemaProps{
-							Description: "action is Start or Complete.\n\nPossible enum values:\n - `\"Complete\"` stops trusting the old CA and destroys its key.\n - `\"Start\"` makes a new CA key and certificate, trusted beside the old one; new certificates are signed by the new CA.",
+							Description: "action is Start, Prepare or Complete.\n\nPossible enum values:\n - `\"Complete\"` stops trusting the old CA and destroys its key.\n - `\"Prepare\"` , with force, ends a Preparing wait for trust: the new CA signs although some consumer may not trust it yet.\n - `\"Start\"` makes a new CA key and certificate and publishes it beside the old one; the old CA signs until the new one is trusted everywhere (Prepared), then the new one signs.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Complete", "Start"},
+							Enum:        []interface{}{"Complete", "Prepare", "Start"},
 						},
 					},
 					"force": {
 						SchemaProps: spec.SchemaProps{
-							Description: "force completes although certificates signed by the previous CA are still valid and not renewed (status.pendingRenewal above zero); they stop verifying. Only with Complete.",
+							Description: "force, with Complete, completes although certificates signed by the previous CA are still valid and not renewed (status.pendingRenewal above zero): they stop verifying. With Prepare (where it is required), it ends the wait for trust: clients that do not trust the new CA yet fail to verify what it signs.",
 							Type:        []string{"boolean"},
 							Format:      "",
 						},
@@ -5261,6 +5286,33 @@ func schema_pkg_apis_rotation_v1alpha1_Rotation(ref common.ReferenceCallback) co
 		},
 		Dependencies: []string{
 			v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_RotationPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RotationPolicy says how a rotation spreads trust and renewals.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"trustPropagation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "trustPropagation is how long the next CA must have been in every bundle rekey publishes (status, ConfigMaps, ClusterTrustBundles, its APIServices' caBundle) before it signs: time for what reads those bundles (a pod's mounted ConfigMap, say) to load it. Defaults to 2m; 0s allowed. Trust consumers that report what they hold are waited for besides.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"renewalWindow": {
+						SchemaProps: spec.SchemaProps{
+							Description: "renewalWindow spreads the renewals after Prepared: rekey-agent renews a certificate of the previous CA at a point inside the window drawn from the certificate itself, so that nodes do not all renew in one second. Defaults to 10m; 0s renews at once.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -5331,6 +5383,309 @@ func schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenMinter(ref common.Refe
 				Required: []string{"serviceAccountName"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustConsumer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustConsumer is something that verifies with the trust bundles of some CertificateAuthorities and reports which CA certificates it holds (a kube-apiserver's --client-ca-file kept by rekey-agent trust-sync, say). A rotation of a CA it names stays Preparing, the old CA signing, until it reports holding the new CA. One object per consumer: reports of thousands of consumers are thousands of small writes, not one object. Registering needs the verb \"trust\" on each CertificateAuthority named; only the user that registered a consumer (spec.reporter) may report for it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec names the CAs the consumer verifies with.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.TrustConsumerSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is the consumer's last report.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(rotationv1alpha1.TrustConsumerStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), rotationv1alpha1.TrustConsumerSpec{}.OpenAPIModelName(), rotationv1alpha1.TrustConsumerStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustConsumerList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustConsumerList is a list of TrustConsumers.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the trust consumers.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.TrustConsumer{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), rotationv1alpha1.TrustConsumer{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustConsumerSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustConsumerSpec names the CAs a consumer verifies with.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificateAuthorities": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateAuthorities are the names of the CertificateAuthorities whose trust bundles the consumer holds (at most 16).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"reporter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reporter is the user that registered the consumer and alone may report for it. Set by the server at create; immutable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"certificateAuthorities"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustConsumerStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustConsumerStatus is what a consumer last reported.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"holds": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"certificateAuthority",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "holds says, per CA, which of its certificates the consumer holds.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.TrustHeld{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			rotationv1alpha1.TrustHeld{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustHeld(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustHeld is which certificates of one CA a consumer holds.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificateAuthority": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateAuthority is the CA's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fingerprints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "fingerprints are the SHA-256 fingerprints (\"SHA256:\" and hex, as in the CA's status) of the CA certificates held (at most 8).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"reportTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reportTime is when the server received this report (set by the server whenever the fingerprints change).",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"certificateAuthority"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_TrustStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TrustStatus is how far a rotation's next CA has spread.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"publishedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "publishedTime is when every bundle rekey publishes first held the next CA; trustPropagation is counted from it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"unpublished": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "unpublished names what rekey itself publishes that does not hold the next CA yet (rekey-publisher, rekey-serving-ca), with why.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"consumers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "consumers counts the TrustConsumers that name this CA.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"waiting": {
+						SchemaProps: spec.SchemaProps{
+							Description: "waiting counts those that have not reported holding the next CA.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"waitingFor": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "waitingFor names the first of them (at most 20), by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"overriddenTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "overriddenTime is when an operator ended the wait (a Prepare Rotation with force): the next CA then signs whoever trusts it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 

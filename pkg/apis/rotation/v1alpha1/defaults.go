@@ -14,8 +14,8 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	return RegisterDefaults(scheme)
 }
 
-// SetDefaults_CertificateAuthoritySpec fills the key algorithm, validity and
-// key store type.
+// SetDefaults_CertificateAuthoritySpec fills the key algorithm, validity,
+// key store type, and the rotation's trust propagation and renewal window.
 func SetDefaults_CertificateAuthoritySpec(obj *CertificateAuthoritySpec) {
 	if obj.KeyAlgorithm == "" {
 		obj.KeyAlgorithm = ECDSAP256
@@ -25,6 +25,15 @@ func SetDefaults_CertificateAuthoritySpec(obj *CertificateAuthoritySpec) {
 	}
 	if obj.KeyStore.Type == "" {
 		obj.KeyStore.Type = KeyStoreEtcd
+	}
+	if obj.Rotation == nil {
+		obj.Rotation = &RotationPolicy{}
+	}
+	if obj.Rotation.TrustPropagation == nil {
+		obj.Rotation.TrustPropagation = &metav1.Duration{Duration: DefaultTrustPropagation}
+	}
+	if obj.Rotation.RenewalWindow == nil {
+		obj.Rotation.RenewalWindow = &metav1.Duration{Duration: DefaultRenewalWindow}
 	}
 }
 

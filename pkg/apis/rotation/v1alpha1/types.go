@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // +genclient
 // +genclient:nonNamespaced
@@ -80,6 +84,38 @@ type CertificateAuthoritySpec struct {
 	// standalone mode the bundle is in status only.
 	// +optional
 	Publish *Publish `json:"publish,omitempty" protobuf:"bytes,5,opt,name=publish"`
+
+	// rotation says how a rotation spreads trust and renewals. Mutable,
+	// like publish.
+	// +optional
+	Rotation *RotationPolicy `json:"rotation,omitempty" protobuf:"bytes,6,opt,name=rotation"`
+}
+
+// Defaults of spec.rotation.
+const (
+	// DefaultTrustPropagation is longer than the kubelet's refresh of
+	// ConfigMap and ClusterTrustBundle volumes (about a minute).
+	DefaultTrustPropagation = 2 * time.Minute
+	// DefaultRenewalWindow spreads the renewals that follow Prepared.
+	DefaultRenewalWindow = 10 * time.Minute
+)
+
+// RotationPolicy says how a rotation spreads trust and renewals.
+type RotationPolicy struct {
+	// trustPropagation is how long the next CA must have been in every
+	// bundle rekey publishes (status, ConfigMaps, ClusterTrustBundles, its
+	// APIServices' caBundle) before it signs: time for what reads those
+	// bundles (a pod's mounted ConfigMap, say) to load it. Defaults to 2m;
+	// 0s allowed. Trust consumers that report what they hold are waited
+	// for besides.
+	// +optional
+	TrustPropagation *metav1.Duration `json:"trustPropagation,omitempty" protobuf:"bytes,1,opt,name=trustPropagation"`
+	// renewalWindow spreads the renewals after Prepared: rekey-agent renews
+	// a certificate of the previous CA at a point inside the window drawn
+	// from the certificate itself, so that nodes do not all renew in one
+	// second. Defaults to 10m; 0s renews at once.
+	// +optional
+	RenewalWindow *metav1.Duration `json:"renewalWindow,omitempty" protobuf:"bytes,2,opt,name=renewalWindow"`
 }
 
 // Publish says where the trust bundle goes.
@@ -191,7 +227,9 @@ type CertificateAuthorityStatus struct {
 	// +optional
 	TrustBundle string `json:"trustBundle,omitempty" protobuf:"bytes,9,opt,name=trustBundle"`
 
-	// conditions: Ready is True when the key can be reached and the CA signs.
+	// conditions: Ready is True when the key can be reached and the CA
+	// signs; TrustPropagated, during and after Preparing, says whether the
+	// next CA is trusted everywhere and, while not, what is waited for.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -208,6 +246,43 @@ type CertificateAuthorityStatus struct {
 	// +listType=atomic
 	// +optional
 	PendingRenewals []PendingRenewal `json:"pendingRenewals,omitempty" protobuf:"bytes,12,rep,name=pendingRenewals"`
+
+	// next is, while Preparing, the new CA certificate: in the trust bundle
+	// beside current, it signs nothing until it is trusted (Prepared).
+	// +optional
+	Next *CACertificate `json:"next,omitempty" protobuf:"bytes,13,opt,name=next"`
+
+	// trust is how far the next CA has spread, during Preparing (and as it
+	// stood when the last rotation reached Prepared).
+	// +optional
+	Trust *TrustStatus `json:"trust,omitempty" protobuf:"bytes,14,opt,name=trust"`
+}
+
+// TrustStatus is how far a rotation's next CA has spread.
+type TrustStatus struct {
+	// publishedTime is when every bundle rekey publishes first held the
+	// next CA; trustPropagation is counted from it.
+	// +optional
+	PublishedTime *metav1.Time `json:"publishedTime,omitempty" protobuf:"bytes,1,opt,name=publishedTime"`
+	// unpublished names what rekey itself publishes that does not hold
+	// the next CA yet (rekey-publisher, rekey-serving-ca), with why.
+	// +listType=atomic
+	// +optional
+	Unpublished []string `json:"unpublished,omitempty" protobuf:"bytes,2,rep,name=unpublished"`
+	// consumers counts the TrustConsumers that name this CA.
+	// +optional
+	Consumers int32 `json:"consumers,omitempty" protobuf:"varint,3,opt,name=consumers"`
+	// waiting counts those that have not reported holding the next CA.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty" protobuf:"varint,4,opt,name=waiting"`
+	// waitingFor names the first of them (at most 20), by name.
+	// +listType=atomic
+	// +optional
+	WaitingFor []string `json:"waitingFor,omitempty" protobuf:"bytes,5,rep,name=waitingFor"`
+	// overriddenTime is when an operator ended the wait (a Prepare
+	// Rotation with force): the next CA then signs whoever trusts it.
+	// +optional
+	OverriddenTime *metav1.Time `json:"overriddenTime,omitempty" protobuf:"bytes,6,opt,name=overriddenTime"`
 }
 
 // PendingRenewal is a certificate signed by the previous CA that has not
@@ -225,15 +300,19 @@ type PendingRenewal struct {
 	NotAfter metav1.Time `json:"notAfter" protobuf:"bytes,5,opt,name=notAfter"`
 }
 
-// RotationAction is what a Rotation asks for: Start or Complete.
+// RotationAction is what a Rotation asks for: Start, Prepare or Complete.
 // +enum
 type RotationAction string
 
 // Rotation actions.
 const (
-	// RotationStart makes a new CA key and certificate, trusted beside the
-	// old one; new certificates are signed by the new CA.
+	// RotationStart makes a new CA key and certificate and publishes it
+	// beside the old one; the old CA signs until the new one is trusted
+	// everywhere (Prepared), then the new one signs.
 	RotationStart RotationAction = "Start"
+	// RotationPrepare, with force, ends a Preparing wait for trust: the
+	// new CA signs although some consumer may not trust it yet.
+	RotationPrepare RotationAction = "Prepare"
 	// RotationComplete stops trusting the old CA and destroys its key.
 	RotationComplete RotationAction = "Complete"
 )
@@ -248,12 +327,14 @@ type Rotation struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	// action is Start or Complete.
+	// action is Start, Prepare or Complete.
 	Action RotationAction `json:"action" protobuf:"bytes,2,opt,name=action,casttype=RotationAction"`
 
-	// force completes although certificates signed by the previous CA are
-	// still valid and not renewed (status.pendingRenewal above zero); they
-	// stop verifying. Only with Complete.
+	// force, with Complete, completes although certificates signed by the
+	// previous CA are still valid and not renewed (status.pendingRenewal
+	// above zero): they stop verifying. With Prepare (where it is
+	// required), it ends the wait for trust: clients that do not trust the
+	// new CA yet fail to verify what it signs.
 	// +optional
 	Force bool `json:"force,omitempty" protobuf:"varint,3,opt,name=force"`
 }
@@ -289,3 +370,17 @@ type CertificateAuthorityList struct {
 
 // CertificateAuthorityReady is the condition type saying the CA can sign.
 const CertificateAuthorityReady = "Ready"
+
+// CertificateAuthorityTrustPropagated is the condition type saying whether
+// a rotation's next CA is trusted everywhere (reasons below).
+const CertificateAuthorityTrustPropagated = "TrustPropagated"
+
+// Reasons of the TrustPropagated condition.
+const (
+	ReasonMakingKey             = "MakingKey"
+	ReasonWaitingForPublication = "WaitingForPublication"
+	ReasonWaitingForConsumers   = "WaitingForConsumers"
+	ReasonWaitingForPropagation = "WaitingForPropagation"
+	ReasonTrusted               = "Trusted"
+	ReasonOverridden            = "Overridden"
+)

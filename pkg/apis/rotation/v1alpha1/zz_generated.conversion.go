@@ -226,6 +226,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*RotationPolicy)(nil), (*rotation.RotationPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RotationPolicy_To_rotation_RotationPolicy(a.(*RotationPolicy), b.(*rotation.RotationPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.RotationPolicy)(nil), (*RotationPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_RotationPolicy_To_v1alpha1_RotationPolicy(a.(*rotation.RotationPolicy), b.(*RotationPolicy), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*SecretReference)(nil), (*rotation.SecretReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_SecretReference_To_rotation_SecretReference(a.(*SecretReference), b.(*rotation.SecretReference), scope)
 	}); err != nil {
@@ -243,6 +253,66 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*rotation.ServiceAccountTokenMinter)(nil), (*ServiceAccountTokenMinter)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(a.(*rotation.ServiceAccountTokenMinter), b.(*ServiceAccountTokenMinter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustConsumer)(nil), (*rotation.TrustConsumer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustConsumer_To_rotation_TrustConsumer(a.(*TrustConsumer), b.(*rotation.TrustConsumer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustConsumer)(nil), (*TrustConsumer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustConsumer_To_v1alpha1_TrustConsumer(a.(*rotation.TrustConsumer), b.(*TrustConsumer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustConsumerList)(nil), (*rotation.TrustConsumerList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustConsumerList_To_rotation_TrustConsumerList(a.(*TrustConsumerList), b.(*rotation.TrustConsumerList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustConsumerList)(nil), (*TrustConsumerList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustConsumerList_To_v1alpha1_TrustConsumerList(a.(*rotation.TrustConsumerList), b.(*TrustConsumerList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustConsumerSpec)(nil), (*rotation.TrustConsumerSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec(a.(*TrustConsumerSpec), b.(*rotation.TrustConsumerSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustConsumerSpec)(nil), (*TrustConsumerSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec(a.(*rotation.TrustConsumerSpec), b.(*TrustConsumerSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustConsumerStatus)(nil), (*rotation.TrustConsumerStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus(a.(*TrustConsumerStatus), b.(*rotation.TrustConsumerStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustConsumerStatus)(nil), (*TrustConsumerStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus(a.(*rotation.TrustConsumerStatus), b.(*TrustConsumerStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustHeld)(nil), (*rotation.TrustHeld)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustHeld_To_rotation_TrustHeld(a.(*TrustHeld), b.(*rotation.TrustHeld), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustHeld)(nil), (*TrustHeld)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustHeld_To_v1alpha1_TrustHeld(a.(*rotation.TrustHeld), b.(*TrustHeld), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TrustStatus)(nil), (*rotation.TrustStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TrustStatus_To_rotation_TrustStatus(a.(*TrustStatus), b.(*rotation.TrustStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*rotation.TrustStatus)(nil), (*TrustStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_rotation_TrustStatus_To_v1alpha1_TrustStatus(a.(*rotation.TrustStatus), b.(*TrustStatus), scope)
 	}); err != nil {
 		return err
 	}
@@ -671,6 +741,26 @@ func Convert_rotation_Rotation_To_v1alpha1_Rotation(in *rotation.Rotation, out *
 	return autoConvert_rotation_Rotation_To_v1alpha1_Rotation(in, out, s)
 }
 
+func autoConvert_v1alpha1_RotationPolicy_To_rotation_RotationPolicy(in *RotationPolicy, out *rotation.RotationPolicy, s conversion.Scope) error {
+	*out = *(*rotation.RotationPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RotationPolicy_To_rotation_RotationPolicy is an autogenerated conversion function.
+func Convert_v1alpha1_RotationPolicy_To_rotation_RotationPolicy(in *RotationPolicy, out *rotation.RotationPolicy, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RotationPolicy_To_rotation_RotationPolicy(in, out, s)
+}
+
+func autoConvert_rotation_RotationPolicy_To_v1alpha1_RotationPolicy(in *rotation.RotationPolicy, out *RotationPolicy, s conversion.Scope) error {
+	*out = *(*RotationPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_RotationPolicy_To_v1alpha1_RotationPolicy is an autogenerated conversion function.
+func Convert_rotation_RotationPolicy_To_v1alpha1_RotationPolicy(in *rotation.RotationPolicy, out *RotationPolicy, s conversion.Scope) error {
+	return autoConvert_rotation_RotationPolicy_To_v1alpha1_RotationPolicy(in, out, s)
+}
+
 func autoConvert_v1alpha1_SecretReference_To_rotation_SecretReference(in *SecretReference, out *rotation.SecretReference, s conversion.Scope) error {
 	*out = *(*rotation.SecretReference)(unsafe.Pointer(in))
 	return nil
@@ -709,6 +799,140 @@ func autoConvert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTo
 // Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter is an autogenerated conversion function.
 func Convert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(in *rotation.ServiceAccountTokenMinter, out *ServiceAccountTokenMinter, s conversion.Scope) error {
 	return autoConvert_rotation_ServiceAccountTokenMinter_To_v1alpha1_ServiceAccountTokenMinter(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustConsumer_To_rotation_TrustConsumer(in *TrustConsumer, out *rotation.TrustConsumer, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_TrustConsumer_To_rotation_TrustConsumer is an autogenerated conversion function.
+func Convert_v1alpha1_TrustConsumer_To_rotation_TrustConsumer(in *TrustConsumer, out *rotation.TrustConsumer, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustConsumer_To_rotation_TrustConsumer(in, out, s)
+}
+
+func autoConvert_rotation_TrustConsumer_To_v1alpha1_TrustConsumer(in *rotation.TrustConsumer, out *TrustConsumer, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_rotation_TrustConsumer_To_v1alpha1_TrustConsumer is an autogenerated conversion function.
+func Convert_rotation_TrustConsumer_To_v1alpha1_TrustConsumer(in *rotation.TrustConsumer, out *TrustConsumer, s conversion.Scope) error {
+	return autoConvert_rotation_TrustConsumer_To_v1alpha1_TrustConsumer(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustConsumerList_To_rotation_TrustConsumerList(in *TrustConsumerList, out *rotation.TrustConsumerList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]rotation.TrustConsumer)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_TrustConsumerList_To_rotation_TrustConsumerList is an autogenerated conversion function.
+func Convert_v1alpha1_TrustConsumerList_To_rotation_TrustConsumerList(in *TrustConsumerList, out *rotation.TrustConsumerList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustConsumerList_To_rotation_TrustConsumerList(in, out, s)
+}
+
+func autoConvert_rotation_TrustConsumerList_To_v1alpha1_TrustConsumerList(in *rotation.TrustConsumerList, out *TrustConsumerList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]TrustConsumer)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_rotation_TrustConsumerList_To_v1alpha1_TrustConsumerList is an autogenerated conversion function.
+func Convert_rotation_TrustConsumerList_To_v1alpha1_TrustConsumerList(in *rotation.TrustConsumerList, out *TrustConsumerList, s conversion.Scope) error {
+	return autoConvert_rotation_TrustConsumerList_To_v1alpha1_TrustConsumerList(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec(in *TrustConsumerSpec, out *rotation.TrustConsumerSpec, s conversion.Scope) error {
+	*out = *(*rotation.TrustConsumerSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec is an autogenerated conversion function.
+func Convert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec(in *TrustConsumerSpec, out *rotation.TrustConsumerSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustConsumerSpec_To_rotation_TrustConsumerSpec(in, out, s)
+}
+
+func autoConvert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec(in *rotation.TrustConsumerSpec, out *TrustConsumerSpec, s conversion.Scope) error {
+	*out = *(*TrustConsumerSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec is an autogenerated conversion function.
+func Convert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec(in *rotation.TrustConsumerSpec, out *TrustConsumerSpec, s conversion.Scope) error {
+	return autoConvert_rotation_TrustConsumerSpec_To_v1alpha1_TrustConsumerSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus(in *TrustConsumerStatus, out *rotation.TrustConsumerStatus, s conversion.Scope) error {
+	*out = *(*rotation.TrustConsumerStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus is an autogenerated conversion function.
+func Convert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus(in *TrustConsumerStatus, out *rotation.TrustConsumerStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustConsumerStatus_To_rotation_TrustConsumerStatus(in, out, s)
+}
+
+func autoConvert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus(in *rotation.TrustConsumerStatus, out *TrustConsumerStatus, s conversion.Scope) error {
+	*out = *(*TrustConsumerStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus is an autogenerated conversion function.
+func Convert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus(in *rotation.TrustConsumerStatus, out *TrustConsumerStatus, s conversion.Scope) error {
+	return autoConvert_rotation_TrustConsumerStatus_To_v1alpha1_TrustConsumerStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustHeld_To_rotation_TrustHeld(in *TrustHeld, out *rotation.TrustHeld, s conversion.Scope) error {
+	*out = *(*rotation.TrustHeld)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_TrustHeld_To_rotation_TrustHeld is an autogenerated conversion function.
+func Convert_v1alpha1_TrustHeld_To_rotation_TrustHeld(in *TrustHeld, out *rotation.TrustHeld, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustHeld_To_rotation_TrustHeld(in, out, s)
+}
+
+func autoConvert_rotation_TrustHeld_To_v1alpha1_TrustHeld(in *rotation.TrustHeld, out *TrustHeld, s conversion.Scope) error {
+	*out = *(*TrustHeld)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_TrustHeld_To_v1alpha1_TrustHeld is an autogenerated conversion function.
+func Convert_rotation_TrustHeld_To_v1alpha1_TrustHeld(in *rotation.TrustHeld, out *TrustHeld, s conversion.Scope) error {
+	return autoConvert_rotation_TrustHeld_To_v1alpha1_TrustHeld(in, out, s)
+}
+
+func autoConvert_v1alpha1_TrustStatus_To_rotation_TrustStatus(in *TrustStatus, out *rotation.TrustStatus, s conversion.Scope) error {
+	*out = *(*rotation.TrustStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_TrustStatus_To_rotation_TrustStatus is an autogenerated conversion function.
+func Convert_v1alpha1_TrustStatus_To_rotation_TrustStatus(in *TrustStatus, out *rotation.TrustStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TrustStatus_To_rotation_TrustStatus(in, out, s)
+}
+
+func autoConvert_rotation_TrustStatus_To_v1alpha1_TrustStatus(in *rotation.TrustStatus, out *TrustStatus, s conversion.Scope) error {
+	*out = *(*TrustStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_rotation_TrustStatus_To_v1alpha1_TrustStatus is an autogenerated conversion function.
+func Convert_rotation_TrustStatus_To_v1alpha1_TrustStatus(in *rotation.TrustStatus, out *TrustStatus, s conversion.Scope) error {
+	return autoConvert_rotation_TrustStatus_To_v1alpha1_TrustStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_WebhookMinter_To_rotation_WebhookMinter(in *WebhookMinter, out *rotation.WebhookMinter, s conversion.Scope) error {

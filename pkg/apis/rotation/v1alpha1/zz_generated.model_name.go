@@ -117,6 +117,11 @@ func (in Rotation) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RotationPolicy) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.RotationPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SecretReference) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.SecretReference"
 }
@@ -124,6 +129,36 @@ func (in SecretReference) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ServiceAccountTokenMinter) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.ServiceAccountTokenMinter"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustConsumer) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustConsumer"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustConsumerList) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustConsumerList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustConsumerSpec) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustConsumerSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustConsumerStatus) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustConsumerStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustHeld) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustHeld"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TrustStatus) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.TrustStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

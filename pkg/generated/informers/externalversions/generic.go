@@ -71,6 +71,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().CertificateAuthorities().Informer()}, nil
 	case rotationv1alpha1.SchemeGroupVersion.WithResource("rotatingcredentials"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().RotatingCredentials().Informer()}, nil
+	case rotationv1alpha1.SchemeGroupVersion.WithResource("trustconsumers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Rotation().V1alpha1().TrustConsumers().Informer()}, nil
 
 	}
 

@@ -44,6 +44,9 @@ type CertificateAuthoritySpecApplyConfiguration struct {
 	// may change. Needs a host cluster (rekey-apiserver --kubeconfig); in
 	// standalone mode the bundle is in status only.
 	Publish *PublishApplyConfiguration `json:"publish,omitempty"`
+	// rotation says how a rotation spreads trust and renewals. Mutable,
+	// like publish.
+	Rotation *RotationPolicyApplyConfiguration `json:"rotation,omitempty"`
 }
 
 // CertificateAuthoritySpecApplyConfiguration constructs a declarative configuration of the CertificateAuthoritySpec type for use with
@@ -89,5 +92,13 @@ func (b *CertificateAuthoritySpecApplyConfiguration) WithKeyStore(value *KeyStor
 // If called multiple times, the Publish field is set to the value of the last call.
 func (b *CertificateAuthoritySpecApplyConfiguration) WithPublish(value *PublishApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
 	b.Publish = value
+	return b
+}
+
+// WithRotation sets the Rotation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rotation field is set to the value of the last call.
+func (b *CertificateAuthoritySpecApplyConfiguration) WithRotation(value *RotationPolicyApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
+	b.Rotation = value
 	return b
 }

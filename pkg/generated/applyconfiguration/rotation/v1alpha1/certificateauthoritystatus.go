@@ -47,7 +47,9 @@ type CertificateAuthorityStatusApplyConfiguration struct {
 	Previous *CACertificateApplyConfiguration `json:"previous,omitempty"`
 	// trustBundle is the PEM of every CA certificate to trust now.
 	TrustBundle *string `json:"trustBundle,omitempty"`
-	// conditions: Ready is True when the key can be reached and the CA signs.
+	// conditions: Ready is True when the key can be reached and the CA
+	// signs; TrustPropagated, during and after Preparing, says whether the
+	// next CA is trusted everywhere and, while not, what is waited for.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// pendingRenewal counts the certificates signed by previous that are
 	// still valid and whose requester has not had the same subject
@@ -56,6 +58,12 @@ type CertificateAuthorityStatusApplyConfiguration struct {
 	PendingRenewal *int32 `json:"pendingRenewal,omitempty"`
 	// pendingRenewals lists the first of them (at most 20), oldest first.
 	PendingRenewals []PendingRenewalApplyConfiguration `json:"pendingRenewals,omitempty"`
+	// next is, while Preparing, the new CA certificate: in the trust bundle
+	// beside current, it signs nothing until it is trusted (Prepared).
+	Next *CACertificateApplyConfiguration `json:"next,omitempty"`
+	// trust is how far the next CA has spread, during Preparing (and as it
+	// stood when the last rotation reached Prepared).
+	Trust *TrustStatusApplyConfiguration `json:"trust,omitempty"`
 }
 
 // CertificateAuthorityStatusApplyConfiguration constructs a declarative configuration of the CertificateAuthorityStatus type for use with
@@ -167,5 +175,21 @@ func (b *CertificateAuthorityStatusApplyConfiguration) WithPendingRenewals(value
 		}
 		b.PendingRenewals = append(b.PendingRenewals, *values[i])
 	}
+	return b
+}
+
+// WithNext sets the Next field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Next field is set to the value of the last call.
+func (b *CertificateAuthorityStatusApplyConfiguration) WithNext(value *CACertificateApplyConfiguration) *CertificateAuthorityStatusApplyConfiguration {
+	b.Next = value
+	return b
+}
+
+// WithTrust sets the Trust field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Trust field is set to the value of the last call.
+func (b *CertificateAuthorityStatusApplyConfiguration) WithTrust(value *TrustStatusApplyConfiguration) *CertificateAuthorityStatusApplyConfiguration {
+	b.Trust = value
 	return b
 }

@@ -29,3 +29,7 @@ type RotatingCredentialListerExpansion interface{}
 // RotatingCredentialNamespaceListerExpansion allows custom methods to be added to
 // RotatingCredentialNamespaceLister.
 type RotatingCredentialNamespaceListerExpansion interface{}
+
+// TrustConsumerListerExpansion allows custom methods to be added to
+// TrustConsumerLister.
+type TrustConsumerListerExpansion interface{}

@@ -28,6 +28,8 @@ type Interface interface {
 	CertificateAuthorities() TypedCertificateAuthorityInformer
 	// RotatingCredentials returns a RotatingCredentialInformer.
 	RotatingCredentials() TypedRotatingCredentialInformer
+	// TrustConsumers returns a TrustConsumerInformer.
+	TrustConsumers() TypedTrustConsumerInformer
 }
 
 type version struct {
@@ -49,4 +51,9 @@ func (v *version) CertificateAuthorities() TypedCertificateAuthorityInformer {
 // RotatingCredentials returns a TypedRotatingCredentialInformer.
 func (v *version) RotatingCredentials() TypedRotatingCredentialInformer {
 	return &rotatingCredentialInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// TrustConsumers returns a TypedTrustConsumerInformer.
+func (v *version) TrustConsumers() TypedTrustConsumerInformer {
+	return &trustConsumerInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

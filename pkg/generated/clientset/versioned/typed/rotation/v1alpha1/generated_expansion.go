@@ -21,3 +21,5 @@ package v1alpha1
 type CertificateAuthorityExpansion interface{}
 
 type RotatingCredentialExpansion interface{}
+
+type TrustConsumerExpansion interface{}

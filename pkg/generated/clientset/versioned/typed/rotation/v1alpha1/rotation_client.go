@@ -30,6 +30,7 @@ type RotationV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	CertificateAuthoritiesGetter
 	RotatingCredentialsGetter
+	TrustConsumersGetter
 }
 
 // RotationV1alpha1Client is used to interact with features provided by the rotation.rekey.io group.
@@ -43,6 +44,10 @@ func (c *RotationV1alpha1Client) CertificateAuthorities() CertificateAuthorityIn
 
 func (c *RotationV1alpha1Client) RotatingCredentials(namespace string) RotatingCredentialInterface {
 	return newRotatingCredentials(c, namespace)
+}
+
+func (c *RotationV1alpha1Client) TrustConsumers() TrustConsumerInterface {
+	return newTrustConsumers(c)
 }
 
 // NewForConfig creates a new RotationV1alpha1Client for the given config.

@@ -36,6 +36,10 @@ func (c *FakeRotationV1alpha1) RotatingCredentials(namespace string) v1alpha1.Ro
 	return newFakeRotatingCredentials(c, namespace)
 }
 
+func (c *FakeRotationV1alpha1) TrustConsumers() v1alpha1.TrustConsumerInterface {
+	return newFakeTrustConsumers(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeRotationV1alpha1) RESTClient() rest.Interface {
