@@ -27,6 +27,15 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if spec.KeyStore.Type == "" {
 				spec.KeyStore.Type = rotation.KeyStoreEtcd
 			}
+			if spec.Rotation == nil {
+				spec.Rotation = &rotation.RotationPolicy{}
+			}
+			if spec.Rotation.TrustPropagation == nil {
+				spec.Rotation.TrustPropagation = &metav1.Duration{Duration: 2 * time.Minute}
+			}
+			if spec.Rotation.RenewalWindow == nil {
+				spec.Rotation.RenewalWindow = &metav1.Duration{Duration: 10 * time.Minute}
+			}
 		},
 		func(spec *rotation.RotatingCredentialSpec, c randfill.Continue) {
 			c.FillNoCustom(spec)

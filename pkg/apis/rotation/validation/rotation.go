@@ -12,17 +12,24 @@ import (
 )
 
 // ValidateRotation checks a Rotation request on its own: a known action,
-// and force only with Complete.
+// no force with Start, and force with Prepare (a Preparing CA becomes
+// Prepared by itself once trusted: the action exists only to override).
 func ValidateRotation(r *rotation.Rotation) field.ErrorList {
 	var allErrs field.ErrorList
 	switch r.Action {
 	case rotation.RotationStart:
 		if r.Force {
-			allErrs = append(allErrs, field.Invalid(field.NewPath("force"), true, "only Complete can be forced"))
+			allErrs = append(allErrs, field.Invalid(field.NewPath("force"), true, "only Prepare and Complete can be forced"))
+		}
+	case rotation.RotationPrepare:
+		if !r.Force {
+			allErrs = append(allErrs, field.Required(field.NewPath("force"),
+				"Prepare only overrides the wait for trust (a Preparing CA becomes Prepared by itself once every consumer trusts the new CA); set force to end the wait anyway"))
 		}
 	case rotation.RotationComplete:
 	default:
-		allErrs = append(allErrs, field.NotSupported(field.NewPath("action"), r.Action, []string{string(rotation.RotationStart), string(rotation.RotationComplete)}))
+		allErrs = append(allErrs, field.NotSupported(field.NewPath("action"), r.Action,
+			[]string{string(rotation.RotationStart), string(rotation.RotationPrepare), string(rotation.RotationComplete)}))
 	}
 	return allErrs
 }
@@ -30,6 +37,7 @@ func ValidateRotation(r *rotation.Rotation) field.ErrorList {
 // allowedIn says in which phases each action may run.
 var allowedIn = map[rotation.RotationAction][]rotation.RotationPhase{
 	rotation.RotationStart:    {rotation.PhaseNone, rotation.PhaseCompleted},
+	rotation.RotationPrepare:  {rotation.PhasePreparing},
 	rotation.RotationComplete: {rotation.PhasePrepared},
 }
 

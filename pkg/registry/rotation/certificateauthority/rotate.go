@@ -19,7 +19,8 @@ import (
 
 // NewRotateREST returns certificateauthorities/NAME/rotate: it records
 // the phase the rotation controller then walks (Preparing for Start,
-// Completing for Complete). The CertificateAuthorityRotation admission
+// Completing for Complete; Prepare with force records the override of the
+// wait for trust). The CertificateAuthorityRotation admission
 // plugin has checked the phase by then; the transition checks it again
 // inside the storage's compare-and-swap, so two concurrent requests cannot
 // both start.
@@ -40,6 +41,15 @@ func transition(stored runtime.Object, rot *rotation.Rotation, now metav1.Time) 
 		ca.Status.LastCompletionTriggeredTime = nil
 		ca.Status.LastCompletionTime = nil
 		ca.Status.PendingRenewal, ca.Status.PendingRenewals = 0, nil
+		ca.Status.Next, ca.Status.Trust = nil, nil
+	case rotation.RotationPrepare:
+		// Force only (validated): the controller stops waiting for trust.
+		if ca.Status.Trust == nil {
+			ca.Status.Trust = &rotation.TrustStatus{}
+		}
+		if ca.Status.Trust.OverriddenTime == nil {
+			ca.Status.Trust.OverriddenTime = &now
+		}
 	case rotation.RotationComplete:
 		ca.Status.Phase = rotation.PhaseCompleting
 		ca.Status.LastCompletionTriggeredTime = &now
