@@ -55,6 +55,7 @@ func ValidateCertificateAuthority(ca *rotation.CertificateAuthority) field.Error
 		allErrs = append(allErrs, field.Invalid(spec.Child("validity"), ca.Spec.Validity.Duration.String(), "must be at least 1h"))
 	}
 	allErrs = append(allErrs, validatePublish(ca.Spec.Publish, spec.Child("publish"))...)
+	allErrs = append(allErrs, validateRotationPolicy(ca.Spec.Rotation, spec.Child("rotation"))...)
 	if ca.Spec.KeyStore.Type != rotation.KeyStoreFile && ca.Spec.KeyStore.File != nil {
 		allErrs = append(allErrs, field.Forbidden(ks.Child("file"), "only for type File"))
 	}
@@ -114,13 +115,46 @@ func ValidateKeyStorePaths(ca *rotation.CertificateAuthority, allowed keystorepa
 }
 
 // ValidateCertificateAuthorityUpdate keeps the spec immutable but for
-// publish: changing the key means a rotation.
+// publish and rotation: changing the key means a rotation, while where the
+// bundle goes and how a rotation paces itself are tuning an operator may
+// change at any time (on the built-in CAs too).
 func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthority) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
 	newSpec, oldSpec := newCA.Spec, oldCA.Spec
 	newSpec.Publish, oldSpec.Publish = nil, nil
+	newSpec.Rotation, oldSpec.Rotation = nil, nil
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec, oldSpec, field.NewPath("spec"))...)
-	return append(allErrs, validatePublish(newCA.Spec.Publish, field.NewPath("spec", "publish"))...)
+	allErrs = append(allErrs, validatePublish(newCA.Spec.Publish, field.NewPath("spec", "publish"))...)
+	return append(allErrs, validateRotationPolicy(newCA.Spec.Rotation, field.NewPath("spec", "rotation"))...)
+}
+
+// Upper bounds of spec.rotation. A longer trust propagation keeps a
+// rotation Preparing (the old CA signing) for longer than any bundle
+// refresh needs; a longer renewal window leaves old certificates pending
+// for days after the new CA signs.
+const (
+	MaxTrustPropagation = 24 * time.Hour
+	MaxRenewalWindow    = 7 * 24 * time.Hour
+)
+
+// validateRotationPolicy checks spec.rotation's durations: unset (the
+// default applies), or 0s up to their bounds.
+func validateRotationPolicy(p *rotation.RotationPolicy, fldPath *field.Path) field.ErrorList {
+	if p == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	check := func(d *metav1.Duration, name, most string, limit time.Duration) {
+		if d == nil {
+			return
+		}
+		if d.Duration < 0 || d.Duration > limit {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child(name), d.Duration.String(), "must be between 0s and "+most))
+		}
+	}
+	check(p.TrustPropagation, "trustPropagation", "24h", MaxTrustPropagation)
+	check(p.RenewalWindow, "renewalWindow", "168h (7 days)", MaxRenewalWindow)
+	return allErrs
 }
 
 func validatePublish(p *rotation.Publish, fldPath *field.Path) field.ErrorList {

@@ -143,3 +143,45 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("changing the common name accepted: %v", errs)
 	}
 }
+
+// spec.rotation paces a rotation: 0s up to a bound, and an operator may
+// change it at any time (the built-in CAs included), as spec.publish.
+func TestRotationPolicy(t *testing.T) {
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	tests := map[string]struct {
+		policy    *rotation.RotationPolicy
+		wantField string
+		wantMsg   string
+	}{
+		"unset":                {},
+		"zero":                 {policy: &rotation.RotationPolicy{TrustPropagation: d(0), RenewalWindow: d(0)}},
+		"at the bounds":        {policy: &rotation.RotationPolicy{TrustPropagation: d(24 * time.Hour), RenewalWindow: d(7 * 24 * time.Hour)}},
+		"negative propagation": {policy: &rotation.RotationPolicy{TrustPropagation: d(-time.Second)}, wantField: "spec.rotation.trustPropagation", wantMsg: "between 0s and 24h"},
+		"long propagation":     {policy: &rotation.RotationPolicy{TrustPropagation: d(25 * time.Hour)}, wantField: "spec.rotation.trustPropagation", wantMsg: "24h"},
+		"negative window":      {policy: &rotation.RotationPolicy{RenewalWindow: d(-time.Second)}, wantField: "spec.rotation.renewalWindow", wantMsg: "between 0s and"},
+		"long window":          {policy: &rotation.RotationPolicy{RenewalWindow: d(8 * 24 * time.Hour)}, wantField: "spec.rotation.renewalWindow", wantMsg: "7 days"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ca := etcdCA()
+			ca.Spec.Rotation = tc.policy
+			for what, errs := range map[string]field.ErrorList{"create": ValidateCertificateAuthority(ca), "update": ValidateCertificateAuthorityUpdate(ca, etcdCA())} {
+				if tc.wantField == "" && len(errs) != 0 {
+					t.Fatalf("%s refused: %v", what, errs)
+				}
+				if tc.wantField != "" && !hasError(errs, tc.wantField, tc.wantMsg) {
+					t.Fatalf("%s: want an error on %s saying %q, got %v", what, tc.wantField, tc.wantMsg, errs)
+				}
+			}
+		})
+	}
+	// Changing spec.rotation of a built-in CA is an update like any other.
+	old := etcdCA()
+	old.Labels = map[string]string{"rekey.io/built-in": "true"}
+	old.Spec.Rotation = &rotation.RotationPolicy{TrustPropagation: d(2 * time.Minute), RenewalWindow: d(10 * time.Minute)}
+	updated := old.DeepCopy()
+	updated.Spec.Rotation = &rotation.RotationPolicy{TrustPropagation: d(0), RenewalWindow: d(time.Hour)}
+	if errs := ValidateCertificateAuthorityUpdate(updated, old); len(errs) != 0 {
+		t.Fatalf("changing spec.rotation refused: %v", errs)
+	}
+}
