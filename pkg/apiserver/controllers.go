@@ -50,7 +50,7 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 		Clock: clock.RealClock{},
 	}
 	if host != nil {
-		deps.Kube, deps.Cluster = host.kube, host.cluster
+		deps.Kube, deps.Cluster, deps.Published = host.kube, host.cluster, host.published
 		publisherConfig := rest.AddUserAgent(rest.CopyConfig(c.ExtraConfig.KubeConfig), publisher.UserAgent)
 		if deps.PublisherKube, err = kubernetes.NewForConfig(publisherConfig); err != nil {
 			return fmt.Errorf("creating the publisher's host cluster client: %w", err)
@@ -116,6 +116,7 @@ func (c completedConfig) installServingCA(s *Server, auth *authority.Service, re
 		if deps.APIServices, err = dynamic.NewForConfig(apiServices); err != nil {
 			return fmt.Errorf("creating the APIService client: %w", err)
 		}
+		deps.Published = host.published
 	}
 	m := servingcert.New(*cfg, deps)
 	return s.GenericAPIServer.AddPostStartHook("rekey-serving-ca", func(hook genericapiserver.PostStartHookContext) error {

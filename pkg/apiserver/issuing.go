@@ -16,6 +16,7 @@ import (
 	"rekey.io/rekey/pkg/issuer"
 	"rekey.io/rekey/pkg/nodeattest"
 	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
+	"rekey.io/rekey/pkg/trustpublish"
 )
 
 // newSynchronousIssuer builds, on every replica, the issuer that decides in
@@ -56,6 +57,10 @@ func (c completedConfig) newSynchronousIssuer(auth *authority.Service, factory i
 type hostCluster struct {
 	kube    kubernetes.Interface
 	cluster issuer.ClusterView
+	// published collects what rekey's publishers wrote into the host
+	// cluster (ConfigMaps, ClusterTrustBundles, APIService caBundles),
+	// for the rotation's trust gate.
+	published *trustpublish.Tracker
 }
 
 // newHostCluster makes the host cluster's clients and caches; the caches
@@ -70,7 +75,7 @@ func (c completedConfig) newHostCluster(s *Server) (*hostCluster, error) {
 	}
 	all := kubeinformers.NewSharedInformerFactory(kube, 10*time.Minute)
 	inDefault := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, kubeinformers.WithNamespace(corev1.NamespaceDefault))
-	h := &hostCluster{kube: kube, cluster: issuer.NewListerClusterView(all, inDefault)}
+	h := &hostCluster{kube: kube, cluster: issuer.NewListerClusterView(all, inDefault), published: trustpublish.New()}
 	err = s.GenericAPIServer.AddPostStartHook("rekey-host-cluster-informers", func(hook genericapiserver.PostStartHookContext) error {
 		all.Start(hook.Done())
 		inDefault.Start(hook.Done())

@@ -93,11 +93,10 @@ func (a *Authorities) Get(ctx context.Context, name string) (*Authority, error) 
 	if ca.Spec.KeyStore.Type == rotationv1alpha1.KeyStoreFile {
 		return a.fromFiles(ca)
 	}
-	// Between Start and the new key's publication nothing signs: not the
-	// old key, which is being rotated out, and not yet the new one.
-	if ca.Status.Phase == rotationv1alpha1.PhasePreparing {
-		return nil, fmt.Errorf("CertificateAuthority %q is making its new key (rotation Preparing); signing resumes with it", name)
-	}
+	// While a rotation is Preparing the binding's current key is still the
+	// old one: it signs until the new CA is trusted everywhere and the
+	// CertificateAuthority controller promotes the new key (Prepared). The
+	// new key (the binding's Next) is never handed out here.
 	// The status fingerprint only says when to look at the binding again
 	// (after a rotation, on another replica): what is signed with always
 	// comes from the binding.

@@ -2,8 +2,10 @@ package authority
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -97,7 +99,7 @@ func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *ce
 	}
 	serial := fmt.Sprintf("%x", cert.SerialNumber)
 	if err := s.Recorder.Record(ctx, issuance.Record{
-		Serial: serial, CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username, Subject: cert.Subject.String(),
+		Serial: serial, CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username, Subject: cert.Subject.String(), Holder: Holder(cert),
 		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
 	}); err != nil {
 		signingErrors.WithLabelValues(signerName, "record").Inc()
@@ -112,4 +114,14 @@ func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *ce
 	}
 	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", csr.Name, "signerName", signerName, "serial", serial, "notAfter", cert.NotAfter, "path", path)
 	return Signed{Certificate: certPEM}, nil
+}
+
+// Holder is the user a client certificate authenticates as (its subject
+// common name, as kube-apiserver maps it), or "" for a certificate that
+// is not for client authentication.
+func Holder(cert *x509.Certificate) string {
+	if slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return cert.Subject.CommonName
+	}
+	return ""
 }

@@ -28,7 +28,13 @@ type Record struct {
 	Requester string `json:"requester"`
 	// Subject is the certificate's subject (RFC 2253): with Requester, it
 	// says whether a certificate of the previous CA was renewed.
-	Subject    string    `json:"subject,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	// Holder is the user the certificate authenticates as when it is a
+	// client certificate (its subject common name), empty otherwise: a
+	// certificate of the same subject that the holder itself requested
+	// renews it (a node's first certificate is requested with its
+	// bootstrap identity, its renewal as system:node:NAME).
+	Holder     string    `json:"holder,omitempty"`
 	SignerName string    `json:"signerName"`
 	CAName     string    `json:"caName"`
 	CAKeyID    string    `json:"caKeyID"`

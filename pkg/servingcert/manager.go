@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/runner"
 	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/trustpublish"
 )
 
 // Config says which CA serves rekey and for which names.
@@ -91,7 +93,14 @@ type Deps struct {
 	// name (field selector metadata.name), and patches their caBundle.
 	APIServices dynamic.Interface
 	Clock       clock.PassiveClock
+	// Published, when set (with APIServices), is told whether every
+	// APIService's caBundle holds the CA's bundle: a rotation of the
+	// serving CA signs with its new key only once they do.
+	Published *trustpublish.Tracker
 }
+
+// PublisherName is the name the manager reports under (trustpublish).
+const PublisherName = "rekey-serving-ca (APIService caBundle)"
 
 // Manager keeps one replica's serving certificate issued by the CA and the
 // APIServices' caBundle equal to the CA's bundle. It runs on every replica,
@@ -109,6 +118,8 @@ type Manager struct {
 	// apiServiceInformers watch one APIService each, by name.
 	apiServiceInformers map[string]cache.SharedIndexInformer
 	queue               workqueue.TypedRateLimitingInterface[string]
+	// reporter tells the CA controller what the APIServices trust.
+	reporter *trustpublish.Reporter
 }
 
 // New returns a manager that has not started.
@@ -127,6 +138,9 @@ func New(cfg Config, deps Deps) *Manager {
 			selector := fields.OneTermEqualSelector("metadata.name", name).String()
 			m.apiServiceInformers[name] = dynamicinformer.NewFilteredDynamicInformer(m.kube, apiServices, "", 0, cache.Indexers{},
 				func(o *metav1.ListOptions) { o.FieldSelector = selector }).Informer()
+		}
+		if deps.Published != nil && len(cfg.APIServices) > 0 {
+			m.reporter = deps.Published.Register(PublisherName, func(ca *rotationv1alpha1.CertificateAuthority) bool { return ca.Name == cfg.CAName })
 		}
 	}
 	return m
@@ -193,7 +207,18 @@ func (m *Manager) sync(ctx context.Context, _ string) (time.Duration, error) {
 	}
 	trusted := true
 	if m.kube != nil {
-		if trusted, err = m.syncAPIServices(ctx, ca); err != nil {
+		trusted, err = m.syncAPIServices(ctx, ca)
+		if m.reporter != nil {
+			switch {
+			case err != nil:
+				m.reporter.Failed(ca.Name, err)
+			case !trusted:
+				m.reporter.Failed(ca.Name, fmt.Errorf("waiting for APIServices %s to exist", strings.Join(m.cfg.APIServices, ", ")))
+			default:
+				m.reporter.Published(ca.Name, ca.Status.TrustBundle)
+			}
+		}
+		if err != nil {
 			return 0, err
 		}
 	}

@@ -39,6 +39,7 @@ import (
 	"rekey.io/rekey/pkg/runner"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
+	"rekey.io/rekey/pkg/trustpublish"
 )
 
 // fileRecheck is how often File CAs are re-read to publish a replaced CA.
@@ -61,13 +62,29 @@ type Controller struct {
 	counts   map[string]*pendingCount
 	// events tells the host cluster about rotations (discarded without one).
 	events record.EventRecorder
+	// consumers indexes the TrustConsumers by CA (ConsumersByCA), and
+	// published says what rekey's own publishers wrote: a rotation's new
+	// key signs once both trust it (trustGate).
+	consumers       cache.Indexer
+	consumersSynced cache.InformerSynced
+	published       *trustpublish.Tracker
+}
+
+// Trust is what a rotation waits for before its new key signs.
+type Trust struct {
+	// Consumers is the informer on the TrustConsumers.
+	Consumers rotationinformers.TrustConsumerInformer
+	// Published holds the reports of rekey's own publishers; nil when
+	// none runs (no host cluster).
+	Published *trustpublish.Tracker
 }
 
 // NewController wires the controller to an informer.
 // auth is the server's CA-key service (the same cache the issuer signs
 // through, so that a key this controller rotates out is forgotten by every
 // consumer); events records rotations where requesters see them.
-func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, auth *authority.Service, events record.EventRecorder, clk clock.PassiveClock) *Controller {
+// trust says what a rotation waits for before its new key signs.
+func NewController(client clientset.Interface, informer rotationinformers.CertificateAuthorityInformer, trust Trust, auth *authority.Service, events record.EventRecorder, clk clock.PassiveClock) *Controller {
 	RegisterMetrics()
 	c := &Controller{
 		client:      client,
@@ -78,6 +95,24 @@ func NewController(client clientset.Interface, informer rotationinformers.Certif
 		records:     auth.Records,
 		events:      events,
 		clock:       clk,
+		published:   trust.Published,
+	}
+	if trust.Consumers != nil {
+		inf := trust.Consumers.Informer()
+		// Added before the informer starts (the manager starts it after
+		// building the controllers); an index that exists is kept.
+		if _, ok := inf.GetIndexer().GetIndexers()[ConsumersByCA]; !ok {
+			_ = inf.AddIndexers(cache.Indexers{ConsumersByCA: consumersByCA})
+		}
+		c.consumers, c.consumersSynced = inf.GetIndexer(), inf.HasSynced
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueConsumer(obj) },
+			UpdateFunc: func(old, obj any) { c.enqueueConsumer(old, obj) },
+			DeleteFunc: func(obj any) { c.enqueueConsumer(obj) },
+		})
+	}
+	if trust.Published != nil {
+		trust.Published.OnChange(func(name string) { c.queue.Add(name) })
 	}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(obj) },
@@ -100,7 +135,11 @@ func (c *Controller) enqueue(obj any) {
 
 // Run processes CAs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	runner.Run(ctx, "certificateauthority", c.queue, []cache.InformerSynced{c.synced}, workers, c.sync)
+	synced := []cache.InformerSynced{c.synced}
+	if c.consumersSynced != nil {
+		synced = append(synced, c.consumersSynced)
+	}
+	runner.Run(ctx, "certificateauthority", c.queue, synced, workers, c.sync)
 }
 
 // KeyIDFor is the key ID of a CA's first key. It is derived from the
@@ -161,8 +200,9 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			// proved the store reachable): check it is still there.
 			err = c.reachable(ctx, ca, b.KeyID)
 		}
+		var wait time.Duration
 		if err == nil {
-			b, err = c.rotate(ctx, ca, b, status)
+			b, wait, err = c.rotate(ctx, ca, b, status)
 		}
 		if err != nil {
 			c.notReady(status, "KeyStoreUnavailable", err.Error())
@@ -171,6 +211,9 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		}
 		if err := publish(status, b); err != nil {
 			return 0, fmt.Errorf("CertificateAuthority %s: %w", name, err)
+		}
+		if wait > 0 {
+			recheck = wait
 		}
 		if status.Phase == rotationv1alpha1.PhasePrepared {
 			if err := c.countPending(ctx, ca, b, status); err != nil {

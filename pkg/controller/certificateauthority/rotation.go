@@ -43,37 +43,57 @@ type Records interface {
 // asks, and moves status to the next phase. Every step is recorded before
 // the next starts and is idempotent, so a process killed anywhere resumes
 // where it stopped:
-//   - Preparing: make key generation n+1 and its certificate, and make it
-//     current in the binding with the old key as previous (one
-//     compare-and-swap); then status is Prepared, trusting both.
+//   - Preparing: make key generation n+1 and its certificate and record
+//     it as the binding's next key (one compare-and-swap). It is published
+//     beside the current one (status, then every bundle rekey writes) but
+//     signs nothing: the old key signs on. Once the new CA is trusted
+//     (trustGate), promote it: current in the binding, the old key
+//     previous (one compare-and-swap); then status is Prepared, and from
+//     then on the new CA signs.
 //   - Completing: destroy the previous key in its store, delete the
 //     issuance records of the certificates it signed (nothing it signed
 //     can be trusted any more, so nothing will ever count them), then drop
 //     it from the binding; then status is Completed, trusting the new CA
 //     only. The binding lists the old key until its records are gone, so
 //     a step interrupted anywhere is redone, pruning included.
-func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) (*cabinding.Binding, error) {
+//
+// recheck is when to look again while the trust gate waits (0: an event
+// will requeue the CA).
+func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding, status *rotationv1alpha1.CertificateAuthorityStatus) (_ *cabinding.Binding, recheck time.Duration, _ error) {
 	now := metav1.NewTime(c.clock.Now())
 	switch ca.Status.Phase {
 	case rotationv1alpha1.PhasePreparing:
 		reached(ctx, StepPreparingStart)
+		// A binding with a previous key was promoted already (the process
+		// stopped before status said Prepared): only status is left.
 		if b.Previous == nil {
-			next, err := c.newGeneration(ctx, ca, b)
-			if err != nil {
-				return nil, err
+			if b.Next == nil {
+				next, err := c.newGeneration(ctx, ca, b)
+				if err != nil {
+					return nil, 0, err
+				}
+				b = next
 			}
-			b = next
+			open, wait, err := c.trustGate(ctx, ca, b, status)
+			if err != nil || !open {
+				return b, wait, err
+			}
+			promoted, err := c.promote(ctx, ca, b)
+			if err != nil {
+				return nil, 0, err
+			}
+			b = promoted
 		}
 		reached(ctx, StepPreparingBound)
 		status.Phase = rotationv1alpha1.PhasePrepared
 		status.LastInitiationFinishedTime = &now
-		c.event(ca, "RotationPrepared", "A new CA (key %s) signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
-		klog.FromContext(ctx).Info("CA rotation prepared: the new CA signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
+		c.event(ca, "RotationPrepared", "The new CA (key %s) is trusted and signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
+		klog.FromContext(ctx).Info("CA rotation prepared: the new CA is trusted and signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
 	case rotationv1alpha1.PhaseCompleting:
 		if b.Previous != nil {
 			next, err := c.retirePrevious(ctx, ca, b)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			b = next
 		}
@@ -85,7 +105,7 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 		c.forgetCount(ca.Name)
 		klog.FromContext(ctx).Info("CA rotation completed: the previous CA is no longer trusted and its key is destroyed", "name", ca.Name, "keyID", b.KeyID)
 	}
-	return b, nil
+	return b, 0, nil
 }
 
 func (c *Controller) event(ca *rotationv1alpha1.CertificateAuthority, reason, format string, args ...any) {
@@ -93,7 +113,7 @@ func (c *Controller) event(ca *rotationv1alpha1.CertificateAuthority, reason, fo
 }
 
 // newGeneration makes the next key and its self-signed certificate and
-// records them as current, the old ones as previous.
+// records them as the binding's next key: published, not signing.
 func (c *Controller) newGeneration(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding) (*cabinding.Binding, error) {
 	store, err := c.authorities.Stores.For(ca.Spec.KeyStore)
 	if err != nil {
@@ -112,7 +132,23 @@ func (c *Controller) newGeneration(ctx context.Context, ca *rotationv1alpha1.Cer
 		return nil, err
 	}
 	reached(ctx, StepPreparingKeyMade)
-	next := &cabinding.Binding{CAName: b.CAName, CAUID: b.CAUID, KeyID: keyID, Certificate: cert.Raw, Generation: gen,
+	next := *b
+	next.Next = &cabinding.Key{KeyID: keyID, Certificate: cert.Raw}
+	if err := c.authorities.Bindings.Replace(ctx, b, &next); err != nil {
+		if errors.Is(err, cabinding.ErrConflict) {
+			return nil, fmt.Errorf("rotating CertificateAuthority %s: %w; retrying", ca.Name, err)
+		}
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("CA rotation: new key made and published beside the current one; the current CA signs until the new one is trusted", "name", ca.Name, "keyID", keyID)
+	return &next, nil
+}
+
+// promote makes the next key current and the current one previous: from
+// here the new CA signs.
+func (c *Controller) promote(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority, b *cabinding.Binding) (*cabinding.Binding, error) {
+	gen := b.Gen() + 1
+	next := &cabinding.Binding{CAName: b.CAName, CAUID: b.CAUID, KeyID: b.Next.KeyID, Certificate: b.Next.Certificate, Generation: gen,
 		Previous: &cabinding.Key{KeyID: b.KeyID, Certificate: b.Certificate}}
 	if err := c.authorities.Bindings.Replace(ctx, b, next); err != nil {
 		if errors.Is(err, cabinding.ErrConflict) {
@@ -120,6 +156,8 @@ func (c *Controller) newGeneration(ctx context.Context, ca *rotationv1alpha1.Cer
 		}
 		return nil, err
 	}
+	// The cache is the server's one: the issuer signs with the new key
+	// from its next request.
 	c.authorities.Forget(ca.Name)
 	return next, nil
 }
@@ -151,7 +189,8 @@ func (c *Controller) retirePrevious(ctx context.Context, ca *rotationv1alpha1.Ce
 }
 
 // publish writes what the binding says into status: current, previous
-// (during a rotation) and the trust bundle of both.
+// (from Prepared until Completed), next (while Preparing), and the trust
+// bundle of all of them.
 func publish(status *rotationv1alpha1.CertificateAuthorityStatus, b *cabinding.Binding) error {
 	cert, err := x509.ParseCertificate(b.Certificate)
 	if err != nil {
@@ -160,18 +199,34 @@ func publish(status *rotationv1alpha1.CertificateAuthorityStatus, b *cabinding.B
 	if status.Current == nil || status.Current.Fingerprint != signing.Fingerprint(cert) || status.Current.KeyID != b.KeyID {
 		status.Current = describe(cert, b.KeyID)
 	}
-	status.Previous = nil
 	bundle := status.Current.Certificate
-	if b.Previous != nil {
-		prev, err := x509.ParseCertificate(b.Previous.Certificate)
-		if err != nil {
-			return fmt.Errorf("the previous certificate does not parse: %w", err)
-		}
-		status.Previous = describe(prev, b.Previous.KeyID)
+	status.Previous, err = describeKey(b.Previous, "previous")
+	if err != nil {
+		return err
+	}
+	if status.Previous != nil {
 		bundle += status.Previous.Certificate
+	}
+	status.Next, err = describeKey(b.Next, "next")
+	if err != nil {
+		return err
+	}
+	if status.Next != nil {
+		bundle += status.Next.Certificate
 	}
 	status.TrustBundle = bundle
 	return nil
+}
+
+func describeKey(k *cabinding.Key, which string) (*rotationv1alpha1.CACertificate, error) {
+	if k == nil {
+		return nil, nil
+	}
+	cert, err := x509.ParseCertificate(k.Certificate)
+	if err != nil {
+		return nil, fmt.Errorf("the %s certificate does not parse: %w", which, err)
+	}
+	return describe(cert, k.KeyID), nil
 }
 
 // pendingCount is what one reading of a CA's records found, and what it
@@ -196,19 +251,32 @@ type pendingCount struct {
 const recountFactor = 5
 
 // identity is who a certificate was for: the requester and the subject
-// certified. A certificate counts as renewed once the same identity has a
-// certificate of the current key.
+// certified. A certificate counts as renewed once the current key has
+// certified the same subject for the same requester, or for the
+// certificate's holder (renewed reports which).
 type identity struct{ requester, subject string }
+
+// renewedBy says whether a certificate of the previous key, requested by
+// r.Requester, has been renewed: the current key certified its subject for
+// the same requester, or for its holder (the user a client certificate
+// authenticates as: a node's first certificate is requested with its
+// bootstrap identity and renewed as system:node:NAME, the certificate's
+// own subject).
+func renewedBy(renewed map[identity]bool, r issuance.Record) bool {
+	return renewed[identity{r.Requester, r.Subject}] || r.Holder != "" && renewed[identity{r.Holder, r.Subject}]
+}
 
 // pendingOf is one identity's valid certificates of the previous key.
 type pendingOf struct {
 	count    int
 	earliest time.Time
+	// holder is the certificates' holder (the same for one subject).
+	holder string
 }
 
 // countPending counts the certificates signed by the previous key that are
-// still valid and whose requester has not had the same subject certified
-// by the current key.
+// still valid and not renewed (renewedBy): neither their requester nor
+// their holder has had the same subject certified by the current key.
 //
 // The records are read a page at a time, and only when they changed since
 // the last count (or a counted certificate has expired since), so a
@@ -276,7 +344,7 @@ func (c *Controller) count(ctx context.Context, name string, b *cabinding.Bindin
 		case pendingOld(r):
 			p := pending[id]
 			if p == nil {
-				p = &pendingOf{earliest: r.NotAfter}
+				p = &pendingOf{earliest: r.NotAfter, holder: r.Holder}
 				pending[id] = p
 			}
 			p.count++
@@ -293,7 +361,7 @@ func (c *Controller) count(ctx context.Context, name string, b *cabinding.Bindin
 	out := &pendingCount{keyID: b.KeyID, previousKeyID: b.Previous.KeyID, revision: rev, validUntil: now.Add(24 * time.Hour)}
 	total := 0
 	for id, p := range pending {
-		if renewed[id] {
+		if renewedBy(renewed, issuance.Record{Requester: id.requester, Subject: id.subject, Holder: p.holder}) {
 			continue
 		}
 		total += p.count
@@ -303,7 +371,7 @@ func (c *Controller) count(ctx context.Context, name string, b *cabinding.Bindin
 	}
 	listed := first[:0]
 	for _, r := range first {
-		if !renewed[identity{r.Requester, r.Subject}] {
+		if !renewedBy(renewed, r) {
 			listed = append(listed, r)
 		}
 	}
@@ -311,7 +379,7 @@ func (c *Controller) count(ctx context.Context, name string, b *cabinding.Bindin
 		// Renewed identities' certificates took places in the list.
 		listed = nil
 		err := c.records.Scan(ctx, name, func(r issuance.Record) error {
-			if pendingOld(r) && !renewed[identity{r.Requester, r.Subject}] {
+			if pendingOld(r) && !renewedBy(renewed, r) {
 				listed = keepFirst(listed, r)
 			}
 			return nil

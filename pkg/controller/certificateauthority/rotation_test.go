@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/signing/cabinding"
 	"rekey.io/rekey/pkg/signing/signingtest"
@@ -75,6 +77,34 @@ func (f *fakeRecords) add(r issuance.Record) {
 	f.rev++
 }
 
+// prepare starts a rotation of bound (Preparing, as the rotate subresource
+// records it) without a trust propagation wait, and handles it until it is
+// Prepared: first the next key is made and published in status (the old
+// CA still current), then, status published, it is promoted. It returns
+// the Prepared and the Preparing objects.
+func prepare(t *testing.T, c *Controller, client *fake.Clientset, bound *rotationv1alpha1.CertificateAuthority) (prepared, preparing *rotationv1alpha1.CertificateAuthority) {
+	t.Helper()
+	ctx := context.Background()
+	start := bound.DeepCopy()
+	start.Status.Phase = rotationv1alpha1.PhasePreparing
+	start.Spec.Rotation = &rotationv1alpha1.RotationPolicy{TrustPropagation: &metav1.Duration{}}
+	client.ClearActions()
+	if _, err := c.Handle(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	preparing = statusUpdate(t, client)
+	if preparing.Status.Phase != rotationv1alpha1.PhasePreparing || preparing.Status.Next == nil ||
+		preparing.Status.Current.Fingerprint != bound.Status.Current.Fingerprint ||
+		strings.Count(preparing.Status.TrustBundle, "BEGIN CERTIFICATE") != 2 {
+		t.Fatalf("first Preparing pass: %+v; want still Preparing, the old CA current, the next published beside it", preparing.Status)
+	}
+	client.ClearActions()
+	if _, err := c.Handle(ctx, preparing); err != nil {
+		t.Fatal(err)
+	}
+	return statusUpdate(t, client), preparing
+}
+
 // TestHandleWalksARotation: Preparing makes the next key and publishes
 // both CAs; Prepared counts who has not renewed; Completing destroys the
 // old key and publishes the new CA alone.
@@ -89,21 +119,16 @@ func TestHandleWalksARotation(t *testing.T) {
 	bound := statusUpdate(t, client)
 	oldKey := bound.Status.Current.KeyID
 
-	// Start (what the rotate subresource records).
-	preparing := bound.DeepCopy()
-	preparing.Status.Phase = rotationv1alpha1.PhasePreparing
-	client.ClearActions()
-	if _, err := c.Handle(ctx, preparing); err != nil {
-		t.Fatal(err)
-	}
-	prepared := statusUpdate(t, client)
+	// Start (what the rotate subresource records), with no wait for
+	// propagation: Preparing publishes the next key, then promotes it.
+	prepared, preparing := prepare(t, c, client, bound)
 	b, err := bindings.Get(ctx, "team-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if prepared.Status.Phase != rotationv1alpha1.PhasePrepared || prepared.Status.LastInitiationFinishedTime == nil ||
 		prepared.Status.Current.KeyID != KeyIDFor(ca, 2) || prepared.Status.Previous == nil || prepared.Status.Previous.KeyID != oldKey ||
-		b.Gen() != 2 || b.Previous == nil || b.Previous.KeyID != oldKey {
+		prepared.Status.Next != nil || b.Gen() != 2 || b.Previous == nil || b.Previous.KeyID != oldKey || b.Next != nil {
 		t.Fatalf("after Preparing: status %+v, binding %+v", prepared.Status, b)
 	}
 	if strings.Count(prepared.Status.TrustBundle, "BEGIN CERTIFICATE") != 2 {
@@ -188,13 +213,7 @@ func TestPreparedCountsAgainOnlyWhenSomethingChanged(t *testing.T) {
 	if _, err := c.Handle(ctx, ca); err != nil {
 		t.Fatal(err)
 	}
-	preparing := statusUpdate(t, client).DeepCopy()
-	preparing.Status.Phase = rotationv1alpha1.PhasePreparing
-	client.ClearActions()
-	if _, err := c.Handle(ctx, preparing); err != nil {
-		t.Fatal(err)
-	}
-	prepared := statusUpdate(t, client)
+	prepared, _ := prepare(t, c, client, statusUpdate(t, client))
 	oldKey, newKey := prepared.Status.Previous.KeyID, prepared.Status.Current.KeyID
 	clk := c.clock.(*clocktesting.FakePassiveClock)
 	start := clk.Now()

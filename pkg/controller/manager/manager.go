@@ -50,6 +50,7 @@ import (
 	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/quietlog"
+	"rekey.io/rekey/pkg/trustpublish"
 )
 
 // Options are the controllers' settings, from flags.
@@ -97,6 +98,10 @@ type Deps struct {
 	Etcd          *clientv3.Client
 	PrivatePrefix string
 	Clock         clock.Clock
+	// Published holds what rekey's own publishers wrote (the publisher
+	// here, the serving certificate manager on every replica): a
+	// rotation's new key signs only once they wrote it everywhere.
+	Published *trustpublish.Tracker
 }
 
 // Manager runs the controllers and reports whether it can.
@@ -206,7 +211,10 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	}
 
 	auth := deps.Authority
-	caController := certificateauthority.NewController(client, caInformer, auth, events, clk)
+	// A rotation's new key signs once every TrustConsumer naming its CA
+	// holds it and rekey's own publishers wrote it.
+	trust := certificateauthority.Trust{Consumers: factory.Rotation().V1alpha1().TrustConsumers(), Published: deps.Published}
+	caController := certificateauthority.NewController(client, caInformer, trust, auth, events, clk)
 	signerController := signer.NewController(client, approvedFactory.Certificates().V1alpha1().CertificateSigningRequests(), signerInformer, caInformer, auth, clk)
 	approverController := approver.NewController(client, signerInformer, deps.Authorizer, deps.Cluster, events, clk, TrimForCache)
 	// The leader prunes the issuance records of expired certificates.
@@ -225,6 +233,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 			// collector then removes every bundle rekey published.
 			APIServices:     deps.PublisherAPIServices,
 			OwnerAPIService: PublishedOwnerAPIService,
+			Published:       publisherReporter(deps.Published),
 		})
 	}
 
@@ -255,6 +264,18 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	wg.Wait()
 	logger.Info("Controllers stopped")
 	return nil
+}
+
+// PublisherName is the name the publisher reports under (trustpublish).
+const PublisherName = "rekey-publisher (ConfigMaps, ClusterTrustBundles)"
+
+// publisherReporter registers this term's publisher with the tracker
+// (replacing the last term's), nil without a tracker.
+func publisherReporter(t *trustpublish.Tracker) *trustpublish.Reporter {
+	if t == nil {
+		return nil
+	}
+	return t.Register(PublisherName, publisher.Concerns)
 }
 
 // csrFactory is an informer factory for the requests in one state.

@@ -54,6 +54,7 @@ import (
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/runner"
+	"rekey.io/rekey/pkg/trustpublish"
 )
 
 const (
@@ -82,6 +83,17 @@ type Deps struct {
 	// remove them. Nil or empty: no owner.
 	APIServices     dynamic.Interface
 	OwnerAPIService string
+	// Published, when set, is told after each sync whether a CA's bundle
+	// is now written everywhere its spec.publish says: a rotation's new
+	// CA signs only once it is (trust before use).
+	Published *trustpublish.Reporter
+}
+
+// Concerns says whether the publisher writes a CA's bundle anywhere: the
+// CAs whose rotation waits for it.
+func Concerns(ca *rotationv1alpha1.CertificateAuthority) bool {
+	p := ca.Spec.Publish
+	return p != nil && (p.ConfigMaps != nil || p.ClusterTrustBundle)
 }
 
 // UserAgent is what the host cluster client of the publisher should add
@@ -117,7 +129,8 @@ type Controller struct {
 	ownerInformer cache.SharedIndexInformer
 	ownerName     string
 
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue    workqueue.TypedRateLimitingInterface[string]
+	reporter *trustpublish.Reporter
 }
 
 // New wires the publisher; Run starts its own informers (the published
@@ -147,6 +160,7 @@ func New(deps Deps) *Controller {
 		configMaps: published.Core().V1().ConfigMaps().Informer(),
 		ctbs:       ctbs,
 		queue:      runner.NewQueue[string]("publisher"),
+		reporter:   deps.Published,
 	}
 	for _, inf := range []cache.SharedIndexInformer{c.configMaps, c.ctbs} {
 		// Not started yet: adding an index cannot fail.
@@ -470,13 +484,24 @@ func (c *Controller) enqueueIfUIDChanged(old, obj any) {
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	ca, err := c.cas.Get(name)
 	if apierrors.IsNotFound(err) {
+		if c.reporter != nil {
+			c.reporter.Forget(name)
+		}
 		// Deleted: nothing of it stays published.
 		return 0, c.removeStale(ctx, name, nil, nil)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return 0, c.Handle(ctx, ca)
+	err = c.Handle(ctx, ca)
+	if c.reporter != nil && Concerns(ca) {
+		if err != nil {
+			c.reporter.Failed(name, err)
+		} else if ca.Status.TrustBundle != "" {
+			c.reporter.Published(name, ca.Status.TrustBundle)
+		}
+	}
+	return 0, err
 }
 
 // Handle writes a CA's bundle wherever its spec.publish says, and removes

@@ -35,9 +35,14 @@ type Binding struct {
 	// Generation counts the CA's keys: 1 for the first, one more for each
 	// rotation (0 in bindings written before rotation existed means 1).
 	Generation int `json:"generation,omitempty"`
-	// Previous is the key being rotated out: set when a rotation makes the
-	// new key, cleared once the old key is destroyed. Nothing signs with it.
+	// Previous is the key being rotated out: set when a rotation's new key
+	// starts to sign, cleared once the old key is destroyed. Nothing signs
+	// with it.
 	Previous *Key `json:"previous,omitempty"`
+	// Next is a rotation's new key while it is being trusted (Preparing):
+	// published beside the current one, it signs nothing until it is
+	// promoted to current (Prepared).
+	Next *Key `json:"next,omitempty"`
 }
 
 // Key is a key ID and its CA certificate.
@@ -79,8 +84,11 @@ func validate(b *Binding) error {
 	if strings.Contains(b.CAName, "/") {
 		return fmt.Errorf("invalid CertificateAuthority name %q", b.CAName)
 	}
-	if b.Previous != nil {
-		if err := signing.ValidateKeyID(b.Previous.KeyID); err != nil {
+	for _, k := range []*Key{b.Previous, b.Next} {
+		if k == nil {
+			continue
+		}
+		if err := signing.ValidateKeyID(k.KeyID); err != nil {
 			return err
 		}
 	}
