@@ -40,21 +40,25 @@ func TestValidateTrustConsumer(t *testing.T) {
 		wantField string
 		wantMsg   string
 	}{
-		"valid":          {mutate: func(*rotation.TrustConsumer) {}},
-		"no status":      {mutate: func(c *rotation.TrustConsumer) { c.Status = rotation.TrustConsumerStatus{} }},
-		"bad name":       {mutate: func(c *rotation.TrustConsumer) { c.Name = "Node_1" }, wantField: "metadata.name"},
-		"no CAs":         {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities = nil; c.Status.Holds = nil }, wantField: "spec.certificateAuthorities", wantMsg: "1 to 16"},
-		"empty CA name":  {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "" }, wantField: "spec.certificateAuthorities[1]"},
-		"bad CA name":    {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "rekey.io/kube" }, wantField: "spec.certificateAuthorities[1]"},
-		"duplicate CA":   {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "a" }, wantField: "spec.certificateAuthorities[1]", wantMsg: "Duplicate"},
-		"no reporter":    {mutate: func(c *rotation.TrustConsumer) { c.Spec.Reporter = "" }, wantField: "spec.reporter"},
-		"too many CAs":   {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities = manyNames(17) }, wantField: "spec.certificateAuthorities", wantMsg: "16"},
-		"16 CAs":         {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities = append(manyNames(14), "a", "rekey.io-kube-apiserver-client") }},
-		"hold unnamed":   {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "b" }, wantField: "status.holds[1].certificateAuthority", wantMsg: "spec.certificateAuthorities"},
-		"hold twice":     {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "a" }, wantField: "status.holds[1].certificateAuthority", wantMsg: "Duplicate"},
-		"hold no CA":     {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "" }, wantField: "status.holds[1].certificateAuthority"},
-		"no prefix":      {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[0] = fp(10)[7:] }, wantField: "status.holds[0].fingerprints[0]", wantMsg: "SHA256:"},
-		"uppercase hex":  {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[0] = "SHA256:" + strings.Repeat("AB", 32) }, wantField: "status.holds[0].fingerprints[0]"},
+		"valid":         {mutate: func(*rotation.TrustConsumer) {}},
+		"no status":     {mutate: func(c *rotation.TrustConsumer) { c.Status = rotation.TrustConsumerStatus{} }},
+		"bad name":      {mutate: func(c *rotation.TrustConsumer) { c.Name = "Node_1" }, wantField: "metadata.name"},
+		"no CAs":        {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities = nil; c.Status.Holds = nil }, wantField: "spec.certificateAuthorities", wantMsg: "1 to 16"},
+		"empty CA name": {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "" }, wantField: "spec.certificateAuthorities[1]"},
+		"bad CA name":   {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "rekey.io/kube" }, wantField: "spec.certificateAuthorities[1]"},
+		"duplicate CA":  {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities[1] = "a" }, wantField: "spec.certificateAuthorities[1]", wantMsg: "Duplicate"},
+		"no reporter":   {mutate: func(c *rotation.TrustConsumer) { c.Spec.Reporter = "" }, wantField: "spec.reporter"},
+		"too many CAs":  {mutate: func(c *rotation.TrustConsumer) { c.Spec.CertificateAuthorities = manyNames(17) }, wantField: "spec.certificateAuthorities", wantMsg: "16"},
+		"16 CAs": {mutate: func(c *rotation.TrustConsumer) {
+			c.Spec.CertificateAuthorities = append(manyNames(14), "a", "rekey.io-kube-apiserver-client")
+		}},
+		"hold unnamed": {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "b" }, wantField: "status.holds[1].certificateAuthority", wantMsg: "spec.certificateAuthorities"},
+		"hold twice":   {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "a" }, wantField: "status.holds[1].certificateAuthority", wantMsg: "Duplicate"},
+		"hold no CA":   {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[1].CertificateAuthority = "" }, wantField: "status.holds[1].certificateAuthority"},
+		"no prefix":    {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[0] = fp(10)[7:] }, wantField: "status.holds[0].fingerprints[0]", wantMsg: "SHA256:"},
+		"uppercase hex": {mutate: func(c *rotation.TrustConsumer) {
+			c.Status.Holds[0].Fingerprints[0] = "SHA256:" + strings.Repeat("AB", 32)
+		}, wantField: "status.holds[0].fingerprints[0]"},
 		"short":          {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[1] = "SHA256:abcd" }, wantField: "status.holds[0].fingerprints[1]"},
 		"other hash":     {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[1] = "SHA1:" + strings.Repeat("a", 64) }, wantField: "status.holds[0].fingerprints[1]"},
 		"trailing text":  {mutate: func(c *rotation.TrustConsumer) { c.Status.Holds[0].Fingerprints[1] = fp(3) + "\n" }, wantField: "status.holds[0].fingerprints[1]"},
