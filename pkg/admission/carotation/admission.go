@@ -1,6 +1,7 @@
 // Package carotation enforces the phases of a rotation on the rotate
 // subresource of CertificateAuthorities (Start only from "" or Completed,
-// Complete only from Prepared and, unless forced, only when every
+// Prepare, always forced, only in Preparing, Complete only from Prepared
+// and, unless forced, only when every
 // certificate of the previous CA was renewed) and of RotatingCredentials
 // (Start except while a grace period runs, Complete only then). A refused action is a 409
 // Conflict whose message names the current phase and what it allows.

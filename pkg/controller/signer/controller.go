@@ -121,8 +121,8 @@ func (c *Controller) caChanged(oldObj, newObj any) {
 }
 
 // caSigningStateChanged: what the signer depends on is the CA's
-// certificate, its Ready condition and its rotation phase (nothing signs
-// while a new key is being made).
+// certificate, its Ready condition and its rotation phase (the new key
+// signs from Prepared).
 func caSigningStateChanged(old, cur *rotationv1alpha1.CertificateAuthority) bool {
 	fingerprint := func(ca *rotationv1alpha1.CertificateAuthority) string {
 		if ca.Status.Current == nil {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,6 +96,9 @@ var credentialAllowedIn = map[rotation.RotationAction][]rotation.CredentialPhase
 // the rotation's action now: Start mints now, except while a grace period
 // runs; Complete ends the grace period now. The error names the phase.
 func CheckCredentialTransition(rc *rotation.RotatingCredential, r *rotation.Rotation) error {
+	if r.Action == rotation.RotationPrepare {
+		return errors.New("cannot Prepare: a RotatingCredential has no trust to wait for; Prepare is for CertificateAuthorities")
+	}
 	if r.Force {
 		return fmt.Errorf("cannot %s with force: force is for CertificateAuthorities", r.Action)
 	}

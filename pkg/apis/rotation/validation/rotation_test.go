@@ -12,13 +12,15 @@ func TestCheckTransition(t *testing.T) {
 	phases := []rotation.RotationPhase{rotation.PhaseNone, rotation.PhasePreparing, rotation.PhasePrepared, rotation.PhaseCompleting, rotation.PhaseCompleted}
 	allowed := map[rotation.RotationAction]map[rotation.RotationPhase]bool{
 		rotation.RotationStart:    {rotation.PhaseNone: true, rotation.PhaseCompleted: true},
+		rotation.RotationPrepare:  {rotation.PhasePreparing: true},
 		rotation.RotationComplete: {rotation.PhasePrepared: true},
 	}
-	for _, action := range []rotation.RotationAction{rotation.RotationStart, rotation.RotationComplete} {
+	for _, action := range []rotation.RotationAction{rotation.RotationStart, rotation.RotationPrepare, rotation.RotationComplete} {
 		for _, phase := range phases {
 			ca := etcdCA()
 			ca.Status.Phase = phase
-			err := CheckTransition(ca, &rotation.Rotation{Action: action})
+			// Prepare exists only forced (ValidateRotation).
+			err := CheckTransition(ca, &rotation.Rotation{Action: action, Force: action == rotation.RotationPrepare})
 			if allowed[action][phase] {
 				if err != nil {
 					t.Errorf("%s in %q refused: %v", action, phase, err)
@@ -79,10 +81,20 @@ func TestValidateRotation(t *testing.T) {
 		"unknown":        {r: rotation.Rotation{Action: "Restart"}, wantField: "action"},
 		"empty":          {r: rotation.Rotation{}, wantField: "action"},
 		"forced start":   {r: rotation.Rotation{Action: rotation.RotationStart, Force: true}, wantField: "force"},
+		"forced prepare": {r: rotation.Rotation{Action: rotation.RotationPrepare, Force: true}},
+		"prepare":        {r: rotation.Rotation{Action: rotation.RotationPrepare}, wantField: "force"},
 	} {
 		errs := ValidateRotation(&tc.r)
 		if tc.wantField == "" && len(errs) != 0 || tc.wantField != "" && !hasError(errs, tc.wantField, "") {
 			t.Errorf("%s: %v", name, errs)
 		}
+	}
+}
+
+// TestPrepareIsNotForCredentials: a RotatingCredential has no trust gate.
+func TestPrepareIsNotForCredentials(t *testing.T) {
+	err := CheckCredentialTransition(&rotation.RotatingCredential{}, &rotation.Rotation{Action: rotation.RotationPrepare, Force: true})
+	if err == nil || !strings.Contains(err.Error(), "Prepare is for CertificateAuthorities") {
+		t.Fatalf("Prepare on a RotatingCredential: %v", err)
 	}
 }
