@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,8 +287,12 @@ func must(b []byte, err error) []byte {
 // fakeSigner answers creates like rekey with NodeClient issuance: the
 // create response holds the certificate, unless refuse is set.
 type fakeSigner struct {
-	t      *testing.T
-	ca     *pki.KeyPair
+	t *testing.T
+	// mu guards ca, which a test may swap while Run runs.
+	mu sync.Mutex
+	ca *pki.KeyPair
+	// now is the clock certificates are issued by (nil: time.Now).
+	now    func() time.Time
 	refuse bool
 	// pending answers creates with the request undecided.
 	pending bool
@@ -296,6 +301,13 @@ type fakeSigner struct {
 	// main resource); refusePaths answers those with 403.
 	paths       []string
 	refusePaths map[string]bool
+}
+
+// setCA makes ca the signing CA from now on.
+func (f *fakeSigner) setCA(ca *pki.KeyPair) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ca = ca
 }
 
 func (f *fakeSigner) react(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -316,7 +328,14 @@ func (f *fakeSigner) react(action k8stesting.Action) (bool, runtime.Object, erro
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	csr.Status.Certificate = issue(f.t, f.ca, req.PublicKey, req.Subject.CommonName, time.Now().Add(-time.Minute), time.Hour)
+	f.mu.Lock()
+	ca := f.ca
+	f.mu.Unlock()
+	now := time.Now()
+	if f.now != nil {
+		now = f.now()
+	}
+	csr.Status.Certificate = issue(f.t, ca, req.PublicKey, req.Subject.CommonName, now.Add(-time.Minute), time.Hour)
 	return false, csr, nil
 }
 
@@ -560,6 +579,20 @@ func caObjects(phase rotationv1alpha1.RotationPhase, current *pki.KeyPair, bundl
 	return []runtime.Object{signer, ca}
 }
 
+// prepared puts a CA of caObjects in Prepared at prepared (nil: not
+// said) with the renewal window window (nil: not set).
+func prepared(objects []runtime.Object, at *time.Time, window *time.Duration) []runtime.Object {
+	ca := objects[1].(*rotationv1alpha1.CertificateAuthority)
+	ca.Status.Phase = rotationv1alpha1.PhasePrepared
+	if at != nil {
+		ca.Status.LastInitiationFinishedTime = &metav1.Time{Time: *at}
+	}
+	if window != nil {
+		ca.Spec.Rotation = &rotationv1alpha1.RotationPolicy{RenewalWindow: &metav1.Duration{Duration: *window}}
+	}
+	return objects
+}
+
 func TestIssuerRotating(t *testing.T) {
 	oldCA, freshCA := newCA(t), newCA(t)
 	k := newKey(t)
@@ -568,26 +601,43 @@ func TestIssuerRotating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	at, window, zero := t0, 10*time.Minute, time.Duration(0)
+	point := RenewalPoint(leaf[0], at, window)
+	if point.Before(at) || !point.Before(at.Add(window)) {
+		t.Fatalf("renewal point %s outside [%s, %s)", point, at, at.Add(window))
+	}
+	type want struct {
+		renew bool
+		at    time.Time
+	}
 	tests := map[string]struct {
 		objects []runtime.Object
-		want    bool
+		want    want
+		unknown bool
 	}{
-		"no rotation":                   {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA)},
-		"in the bundle, no rotation":    {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA, oldCA)},
-		"another signer's CA":           {objects: caObjects(rotationv1alpha1.PhaseNone, freshCA, freshCA), want: true},
-		"preparing":                     {objects: caObjects(rotationv1alpha1.PhasePreparing, oldCA), want: true},
-		"prepared, new key signs":       {objects: caObjects(rotationv1alpha1.PhasePrepared, freshCA), want: true},
-		"prepared, already renewed":     {objects: caObjects(rotationv1alpha1.PhasePrepared, oldCA)},
-		"completing, new key":           {objects: caObjects(rotationv1alpha1.PhaseCompleting, freshCA), want: true},
+		"no rotation":                {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA)},
+		"in the bundle, no rotation": {objects: caObjects(rotationv1alpha1.PhaseNone, oldCA, oldCA)},
+		"another signer's CA":        {objects: caObjects(rotationv1alpha1.PhaseNone, freshCA, freshCA), want: want{renew: true}},
+		// The old CA still signs while the new one is made trusted.
+		"preparing":                     {objects: caObjects(rotationv1alpha1.PhasePreparing, oldCA, oldCA, freshCA)},
+		"prepared, new key signs":       {objects: prepared(caObjects(rotationv1alpha1.PhasePrepared, freshCA), &at, &window), want: want{renew: true, at: point}},
+		"prepared, window 0":            {objects: prepared(caObjects(rotationv1alpha1.PhasePrepared, freshCA), &at, &zero), want: want{renew: true}},
+		"prepared, window not set":      {objects: prepared(caObjects(rotationv1alpha1.PhasePrepared, freshCA), &at, nil), want: want{renew: true}},
+		"prepared, time not set":        {objects: prepared(caObjects(rotationv1alpha1.PhasePrepared, freshCA), nil, &window), want: want{renew: true}},
+		"prepared, already renewed":     {objects: prepared(caObjects(rotationv1alpha1.PhasePrepared, oldCA), &at, &window)},
+		"completing, new key":           {objects: caObjects(rotationv1alpha1.PhaseCompleting, freshCA), want: want{renew: true}},
 		"completed":                     {objects: caObjects(rotationv1alpha1.PhaseCompleted, freshCA)},
-		"signer not readable (missing)": {},
+		"signer not readable (missing)": {unknown: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewSimpleClientset(tc.objects...)
-			got, why, err := IssuerRotating(context.Background(), client, DefaultSigner, leaf[0])
-			if err != nil || got != tc.want || got && !strings.Contains(why, "kubelet-ca") {
-				t.Fatalf("rotating = %v (%q), %v; want %v", got, why, err, tc.want)
+			got, known, err := IssuerRotating(context.Background(), client, DefaultSigner, leaf[0])
+			if err != nil || known == tc.unknown || (got != nil) != tc.want.renew {
+				t.Fatalf("early renewal %+v (known %v), %v; want renewal %v", got, known, err, tc.want.renew)
+			}
+			if got != nil && (!got.At.Equal(tc.want.at) || !strings.Contains(got.Reason, "kubelet-ca")) {
+				t.Fatalf("renewal at %s (%q), want at %s", got.At, got.Reason, tc.want.at)
 			}
 		})
 	}
@@ -595,28 +645,87 @@ func TestIssuerRotating(t *testing.T) {
 	forbidden.PrependReactor("get", "signers", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("signers"), "x", errors.New("no"))
 	})
-	if got, _, err := IssuerRotating(context.Background(), forbidden, DefaultSigner, leaf[0]); got || err != nil {
-		t.Fatalf("without permission: %v %v, want false and no error", got, err)
+	if got, known, err := IssuerRotating(context.Background(), forbidden, DefaultSigner, leaf[0]); got != nil || known || err != nil {
+		t.Fatalf("without permission: %v %v %v, want no renewal, not known and no error", got, known, err)
 	}
 }
 
-// A certificate that is not due is renewed at once when its CA rotates.
+// A certificate that is not due is renewed before its deadline when its
+// CA rotates, at the point the check names: not before, at once after.
 func TestOnceRenewsEarlyWhenTheIssuerRotates(t *testing.T) {
+	RegisterMetrics() // unregistered metrics record nothing
 	f := &fakeSigner{t: t, ca: newCA(t)}
 	m, _ := newManager(t, f)
-	if _, err := m.Once(context.Background()); err != nil {
+	now := time.Now()
+	m.Store.Now = func() time.Time { return now }
+	pair, err := m.Once(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	rotating := false
-	m.CheckIssuer = func(context.Context, clientset.Interface, *x509.Certificate) (bool, string, error) {
-		return rotating, "CA rotating", nil
+	var early *EarlyRenewal
+	m.CheckIssuer = func(context.Context, clientset.Interface, *x509.Certificate) (*EarlyRenewal, error) {
+		return early, nil
 	}
 	if _, err := m.Once(context.Background()); err != nil || f.creates != 1 {
 		t.Fatalf("not rotating: %v, %d creates", err, f.creates)
 	}
-	rotating = true
+	if next := m.NextLook(pair.Leaf); !next.Equal(m.Deadline(pair.Leaf)) {
+		t.Fatalf("not rotating: next look %s, want the deadline %s", next, m.Deadline(pair.Leaf))
+	}
+	point := now.Add(5 * time.Minute)
+	early = &EarlyRenewal{At: point, Reason: "CA rotating"}
+	if _, err := m.Once(context.Background()); err != nil || f.creates != 1 {
+		t.Fatalf("before the renewal point: %v, %d creates, want none", err, f.creates)
+	}
+	if next := m.NextLook(pair.Leaf); !next.Equal(point) {
+		t.Fatalf("next look %s, want the renewal point %s", next, point)
+	}
+	if v, err := testutil.GetGaugeMetricValue(earlyRenewalTime.WithLabelValues(m.Store.Prefix)); err != nil || v != float64(point.Unix()) {
+		t.Fatalf("early renewal gauge %v, %v; want %d", v, err, point.Unix())
+	}
+	now = point
 	if _, err := m.Once(context.Background()); err != nil || f.creates != 2 {
-		t.Fatalf("rotating: %v, %d creates, want a renewal", err, f.creates)
+		t.Fatalf("at the renewal point: %v, %d creates, want a renewal", err, f.creates)
+	}
+	early = &EarlyRenewal{Reason: "at once"}
+	if _, err := m.Once(context.Background()); err != nil || f.creates != 3 {
+		t.Fatalf("at once: %v, %d creates, want a renewal", err, f.creates)
+	}
+}
+
+// The renewal points of many certificates spread evenly over the window:
+// 5,000 nodes renewing after one rotation do not arrive in one second.
+func TestRenewalPointsSpreadOverTheWindow(t *testing.T) {
+	const nodes, buckets = 5000, 60
+	window := 10 * time.Minute
+	var counts [buckets]int
+	for range nodes {
+		raw := make([]byte, 300)
+		if _, err := rand.Read(raw); err != nil {
+			t.Fatal(err)
+		}
+		leaf := &x509.Certificate{Raw: raw}
+		at := RenewalPoint(leaf, t0, window)
+		if at.Before(t0) || !at.Before(t0.Add(window)) {
+			t.Fatalf("point %s outside the window", at)
+		}
+		if again := RenewalPoint(leaf, t0, window); !again.Equal(at) {
+			t.Fatalf("the point moved from %s to %s: a restart would draw another", at, again)
+		}
+		counts[at.Sub(t0)*buckets/window]++
+	}
+	mean := nodes / buckets
+	if peak := slices.Max(counts[:]); peak > 3*mean {
+		t.Fatalf("peak bucket %d, more than 3x the mean %d: %v", peak, mean, counts)
+	}
+	if empty := slices.Min(counts[:]); empty == 0 {
+		t.Fatalf("an empty bucket: %v", counts)
+	}
+	if at := RenewalPoint(&x509.Certificate{Raw: []byte("x")}, time.Time{}, window); !at.IsZero() {
+		t.Errorf("without the Prepared time: %s, want at once", at)
+	}
+	if at := RenewalPoint(&x509.Certificate{Raw: []byte("x")}, t0, 0); !at.IsZero() {
+		t.Errorf("window 0: %s, want at once", at)
 	}
 }
 
@@ -669,29 +778,108 @@ func TestTrustBundleRotating(t *testing.T) {
 	oldCA := newCA(t)
 	freshCA := newCAAt(t, time.Now().Add(time.Hour)) // a later NotBefore
 	k := newKey(t)
-	leaf, err := validation.ParseCertificateChain(issue(t, oldCA, &k.PublicKey, "system:node:n1", time.Now().Add(-time.Minute), time.Hour))
+	issued := time.Now().Add(-time.Minute)
+	leaf, err := validation.ParseCertificateChain(issue(t, oldCA, &k.PublicKey, "system:node:n1", issued.Add(-signing.Backdate), 2*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	later, earlier := issued.Add(time.Minute), issued.Add(-time.Minute)
+	type want struct {
+		renew bool
+		at    time.Time
+	}
 	for name, tc := range map[string]struct {
-		pem  []byte
-		want bool
+		pem     []byte
+		changed time.Time
+		want    want
 	}{
-		"only the issuer":        {oldCA.CertPEM(), false},
-		"issuer and a newer CA":  {append(oldCA.CertPEM(), freshCA.CertPEM()...), true},
-		"only a CA that did not": {freshCA.CertPEM(), true},
+		"only the issuer": {oldCA.CertPEM(), later, want{}},
+		// Preparing: the old CA, which still signs, first. Renewing would
+		// be signed by it again.
+		"issuer first, a newer CA after": {append(oldCA.CertPEM(), freshCA.CertPEM()...), later, want{}},
+		// Prepared: the new CA signs, inside the default window from the
+		// bundle's change.
+		"a newer CA first": {append(freshCA.CertPEM(), oldCA.CertPEM()...), later,
+			want{true, RenewalPoint(leaf[0], later, rotationv1alpha1.DefaultRenewalWindow)}},
+		"only a CA that did not": {freshCA.CertPEM(), later, want{renew: true}},
+		// The certificate was issued after the bundle was written: a
+		// renewal because of this bundle gave it, or could only repeat it.
+		"a newer CA first, the certificate newer than the file": {append(freshCA.CertPEM(), oldCA.CertPEM()...), earlier, want{}},
+		"only a CA that did not, the certificate newer":         {freshCA.CertPEM(), earlier, want{}},
 	} {
 		if err := os.WriteFile(bundle, tc.pem, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := TrustBundleRotating(bundle, leaf[0])
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %v %v, want %v", name, got, err, tc.want)
+		if err := os.Chtimes(bundle, tc.changed, tc.changed); err != nil {
+			t.Fatal(err)
+		}
+		got, err := TrustBundleRotating(bundle, leaf[0])
+		if err != nil || (got != nil) != tc.want.renew || got != nil && !got.At.Equal(tc.want.at) {
+			t.Errorf("%s: %+v %v, want renewal %v at %s", name, got, err, tc.want.renew, tc.want.at)
 		}
 	}
-	if _, _, err := TrustBundleRotating(filepath.Join(t.TempDir(), "missing"), leaf[0]); err == nil {
+	if _, err := TrustBundleRotating(filepath.Join(t.TempDir(), "missing"), leaf[0]); err == nil {
 		t.Error("a missing bundle is not an error")
+	}
+}
+
+// Through a whole rotation read from a bundle file (Preparing, then
+// Prepared), the agent renews once per change of the file at most, and
+// only when the bundle puts a newer CA first: never in a loop, even with
+// a server that keeps signing with the old CA.
+func TestTrustBundleRotationNeverLoops(t *testing.T) {
+	oldCA := newCAAt(t, time.Now().Add(-time.Hour))
+	freshCA := newCAAt(t, time.Now())
+	now := time.Now()
+	clock := func() time.Time { return now }
+	f := &fakeSigner{t: t, ca: oldCA, now: clock}
+	m, _ := newManager(t, f)
+	m.Store.Now = clock
+	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	write := func(pem []byte) {
+		t.Helper()
+		if err := os.WriteFile(bundle, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(bundle, now, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.CheckIssuer = func(_ context.Context, _ clientset.Interface, leaf *x509.Certificate) (*EarlyRenewal, error) {
+		return TrustBundleRotating(bundle, leaf)
+	}
+	// The fake signer backdates by one minute, rekey's by signing.Backdate
+	// (5): a certificate issued now looks issued 4 minutes later. Steps
+	// of 5 minutes keep that from mattering.
+	step := func() { now = now.Add(5 * time.Minute) }
+	looks := func(what string, creates int) {
+		t.Helper()
+		for range 3 {
+			if _, err := m.Once(context.Background()); err != nil || f.creates != creates {
+				t.Fatalf("%s: %v, %d creates, want %d", what, err, f.creates, creates)
+			}
+			step()
+		}
+	}
+	write(oldCA.CertPEM())
+	step()
+	looks("bootstrap", 1)
+	write(append(oldCA.CertPEM(), freshCA.CertPEM()...)) // Preparing
+	step()
+	looks("preparing", 1)
+	// Prepared, but the server still signs with the old CA: one renewal,
+	// inside the window, then none while the file stays.
+	write(append(freshCA.CertPEM(), oldCA.CertPEM()...))
+	now = now.Add(rotationv1alpha1.DefaultRenewalWindow)
+	looks("the server behind the bundle", 2)
+	// The file changes again and the new CA signs: one more renewal, into it.
+	f.setCA(freshCA)
+	write(append(freshCA.CertPEM(), oldCA.CertPEM()...))
+	now = now.Add(rotationv1alpha1.DefaultRenewalWindow)
+	looks("prepared", 3)
+	if pair, err := m.Store.Current(); err != nil || pair.Leaf.CheckSignatureFrom(freshCA.Cert) != nil {
+		t.Fatalf("not renewed into the new CA: %v", err)
 	}
 }
 

@@ -40,9 +40,9 @@ type Manager struct {
 	// later).
 	RenewBefore time.Duration
 	// CheckIssuer, when set, is asked whether a certificate that is not due
-	// must be renewed now because its issuing CA is rotating (see
-	// IssuerRotating).
-	CheckIssuer func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error)
+	// must be renewed before its deadline because its issuing CA is
+	// rotating (see IssuerRotating), and when: nil for not.
+	CheckIssuer func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (*EarlyRenewal, error)
 
 	// Attestor, when set, puts TPM evidence in every request (a signer in
 	// Attestation approval mode).
@@ -50,6 +50,12 @@ type Manager struct {
 
 	// checkErr is the last CheckIssuer failure (nil after a success).
 	checkErr error
+	// early is when the current certificate is renewed because its CA
+	// rotates, as the last CheckIssuer said (zero: not for that reason).
+	early time.Time
+	// announced is the early point last logged (logged once, not at
+	// every look).
+	announced time.Time
 }
 
 // IssuerCheckErr is why the last look at the issuing CA failed (the server
@@ -66,6 +72,17 @@ type Refusal = csrwait.RefusedError
 // or no longer what the template asks for.
 func (m *Manager) Due(cert *x509.Certificate, now time.Time) bool {
 	return !m.Template.Matches(cert) || !now.Before(m.Deadline(cert))
+}
+
+// NextLook is when cert is looked at again: its deadline, or the point
+// the last look at its CA set for an early renewal when that comes first.
+// Run sleeps until then.
+func (m *Manager) NextLook(cert *x509.Certificate) time.Time {
+	d := m.Deadline(cert)
+	if !m.early.IsZero() && m.early.Before(d) {
+		return m.early
+	}
+	return d
 }
 
 // Deadline is when cert is renewed: the jittered 70-90% point of its
@@ -100,18 +117,34 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 		renewals.WithLabelValues(m.Store.Prefix).Inc()
 	}
 	m.observe(err, notAfter)
+	early := 0.0
+	if !m.early.IsZero() {
+		early = float64(m.early.Unix())
+	}
+	earlyRenewalTime.WithLabelValues(m.Store.Prefix).Set(early)
 	return pair, err
 }
 
 func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	logger := klog.FromContext(ctx)
 	current, err := m.Store.Current()
-	if err == nil && !m.Due(current.Leaf, m.Store.now()) {
-		rotating, why := m.issuerRotating(ctx, current)
-		if !rotating {
+	m.early = time.Time{}
+	if now := m.Store.now(); err == nil && !m.Due(current.Leaf, now) {
+		early := m.issuerRotating(ctx, current)
+		if early == nil {
 			return current, false, nil
 		}
-		logger.Info("Renewing before the deadline", "prefix", m.Store.Prefix, "reason", why)
+		if now.Before(early.At) {
+			// Not yet: the point drawn inside the renewal window is
+			// ahead. Run wakes for it (NextLook).
+			if !m.announced.Equal(early.At) {
+				logger.Info("Renewing early, later in the renewal window", "prefix", m.Store.Prefix, "at", early.At.UTC(), "reason", early.Reason)
+				m.announced = early.At
+			}
+			m.early = early.At
+			return current, false, nil
+		}
+		logger.Info("Renewing before the deadline", "prefix", m.Store.Prefix, "reason", early.Reason)
 	}
 	switch {
 	case err == nil:
@@ -156,23 +189,22 @@ func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 
 // issuerRotating asks CheckIssuer, with the current certificate's client;
 // an error is logged and taken as "not rotating": the deadline still holds.
-func (m *Manager) issuerRotating(ctx context.Context, current *tls.Certificate) (bool, string) {
+func (m *Manager) issuerRotating(ctx context.Context, current *tls.Certificate) *EarlyRenewal {
 	if m.CheckIssuer == nil {
-		return false, ""
+		return nil
 	}
 	client, err := m.NewClient(current)
 	if err == nil {
-		var rotating bool
-		var why string
-		if rotating, why, err = m.CheckIssuer(ctx, client, current.Leaf); err == nil {
+		var early *EarlyRenewal
+		if early, err = m.CheckIssuer(ctx, client, current.Leaf); err == nil {
 			m.checkErr = nil
-			return rotating, why
+			return early
 		}
 	}
 	m.checkErr = err
 	renewalErrors.WithLabelValues(m.Store.Prefix, "issuer_check").Inc()
 	klog.FromContext(ctx).Info("Could not look at the issuing CA; keeping the current certificate", "prefix", m.Store.Prefix, "err", err.Error())
-	return false, ""
+	return nil
 }
 
 // request finds or creates the request for key and waits for its

@@ -26,13 +26,19 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"prefix", "reason"})
 
+	earlyRenewalTime = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "early_renewal_timestamp_seconds",
+		Help:           "When (Unix seconds) the current certificate is renewed because its CA rotates: a point inside the rotation's renewal window; 0 when it is not, by file prefix.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"prefix"})
+
 	registerOnce sync.Once
 )
 
 // RegisterMetrics adds the agent's metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors)
+		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors, earlyRenewalTime)
 	})
 }
 

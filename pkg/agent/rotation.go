@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"time"
 
@@ -18,75 +21,162 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
 
-// IssuerRotating says whether the CA behind signerName is rotating away
-// from the key that issued leaf: it has started making a new key
-// (Preparing), or its current certificate, after Prepared, is not the
-// leaf's issuer; or whether leaf is not from that CA at all (the agent now
-// asks another signer). Renewing then, rather than at the deadline, moves the
-// node to the new key before the old one stops being trusted (rotation
-// runbook: the CA counts the certificates not renewed yet). An agent that
-// may not read Signers or CertificateAuthorities cannot tell and answers
-// false.
-func IssuerRotating(ctx context.Context, client clientset.Interface, signerName string, leaf *x509.Certificate) (bool, string, error) {
+// EarlyRenewal is a renewal before the deadline because the issuing CA
+// rotates away from the certificate's issuer.
+type EarlyRenewal struct {
+	// At is when: the zero time, or any time not after now, is at once.
+	At time.Time
+	// Reason says why, for the log.
+	Reason string
+}
+
+// IssuerRotating says whether, and when, leaf must be renewed before its
+// deadline because the CA behind signerName rotates away from the key that
+// issued it, or because leaf is not from that CA at all (the agent now asks
+// another signer: at once). known is false when the agent may not read the
+// Signer or the CertificateAuthority (or they do not exist): it cannot tell,
+// and a trust bundle file, if any, is the next thing to ask.
+//
+// Preparing renews nothing: the old CA still signs until the new one is
+// trusted, so a renewal then would only be signed by the old key again.
+// From Prepared (and in Completing), a certificate not signed by
+// status.current is renewed at RenewalPoint: inside spec.rotation's
+// renewalWindow after the rotation reached Prepared, at a point drawn from
+// the certificate, so that thousands of nodes do not renew in one second.
+func IssuerRotating(ctx context.Context, client clientset.Interface, signerName string, leaf *x509.Certificate) (r *EarlyRenewal, known bool, err error) {
 	signer, err := client.CertificatesV1alpha1().Signers().Get(ctx, validation.SignerObjectName(signerName), metav1.GetOptions{})
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-		return false, "", nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, "", err
+		return nil, false, err
 	}
 	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, signer.Spec.CertificateAuthorityRef.Name, metav1.GetOptions{})
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-		return false, "", nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, "", err
+		return nil, false, err
 	}
 	// A certificate no CA of the signer's bundle issued is not the signer's
 	// (the agent was pointed at another signer, say): renew for this one.
 	if ca.Status.TrustBundle != "" {
 		bundle, err := strictpem.Certificates([]byte(ca.Status.TrustBundle), 16)
 		if err != nil {
-			return false, "", fmt.Errorf("CertificateAuthority %s: trust bundle: %w", ca.Name, err)
+			return nil, false, fmt.Errorf("CertificateAuthority %s: trust bundle: %w", ca.Name, err)
 		}
 		if !slices.ContainsFunc(bundle, func(c *x509.Certificate) bool { return leaf.CheckSignatureFrom(c) == nil }) {
-			return true, fmt.Sprintf("the certificate is not from signer %s's CertificateAuthority %s", signerName, ca.Name), nil
+			return &EarlyRenewal{Reason: fmt.Sprintf("the certificate is not from signer %s's CertificateAuthority %s", signerName, ca.Name)}, true, nil
 		}
 	}
 	switch ca.Status.Phase {
-	case rotationv1alpha1.PhasePreparing:
-		return true, fmt.Sprintf("CertificateAuthority %s is making a new key (rotation Preparing)", ca.Name), nil
 	case rotationv1alpha1.PhasePrepared, rotationv1alpha1.PhaseCompleting:
 		if ca.Status.Current == nil {
-			return false, "", nil
+			return nil, true, nil
 		}
 		certs, err := strictpem.Certificates([]byte(ca.Status.Current.Certificate), 1)
 		if err != nil {
-			return false, "", fmt.Errorf("CertificateAuthority %s: current certificate: %w", ca.Name, err)
+			return nil, false, fmt.Errorf("CertificateAuthority %s: current certificate: %w", ca.Name, err)
 		}
-		if leaf.CheckSignatureFrom(certs[0]) != nil {
-			return true, fmt.Sprintf("CertificateAuthority %s signs with a new key (rotation %s)", ca.Name, ca.Status.Phase), nil
+		if leaf.CheckSignatureFrom(certs[0]) == nil {
+			return nil, true, nil
 		}
+		var prepared time.Time
+		if t := ca.Status.LastInitiationFinishedTime; t != nil {
+			prepared = t.Time
+		}
+		var window time.Duration
+		if p := ca.Spec.Rotation; p != nil && p.RenewalWindow != nil {
+			window = p.RenewalWindow.Duration
+		}
+		return &EarlyRenewal{
+			At:     RenewalPoint(leaf, prepared, window),
+			Reason: fmt.Sprintf("CertificateAuthority %s signs with a new key (rotation %s; renewal window %s)", ca.Name, ca.Status.Phase, window),
+		}, true, nil
 	}
-	return false, "", nil
+	// Preparing included: the old key still signs.
+	return nil, true, nil
+}
+
+// RenewalPoint is when a certificate of the previous CA is renewed after a
+// rotation reached Prepared at prepared: prepared + f·window, f in [0, 1)
+// drawn from the certificate's own bytes (the first 8 bytes of the
+// SHA-256 of its DER). The draw is the same after a restart, and across
+// nodes uniform, so that N nodes arrive at about N/window per second, not
+// all at once. A zero prepared (a server that does not say) or a window
+// of 0 or less is at once: the zero time.
+func RenewalPoint(leaf *x509.Certificate, prepared time.Time, window time.Duration) time.Time {
+	if prepared.IsZero() || window <= 0 {
+		return time.Time{}
+	}
+	return prepared.Add(time.Duration(renewalFraction(leaf) * float64(window)))
+}
+
+// renewalFraction is the f of RenewalPoint. Of the 64 bits only the top 53
+// are used: a float64 holds them exactly, so f never rounds up to 1.
+// (CertificateJitter, which places the deadline, hashes with SHA-512: the
+// two draws are independent.)
+func renewalFraction(leaf *x509.Certificate) float64 {
+	sum := sha256.Sum256(leaf.Raw)
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }
 
 // TrustBundleRotating is the check for an agent that may not read its CA:
-// it reads a trust bundle the operator distributes (a published ConfigMap
-// mounted as a file, say). During a rotation the bundle holds the old CA
-// and the new one; a CA in it that did not issue leaf and is newer than
-// the one that did means the CA is moving to it, and leaf is renewed.
-func TrustBundleRotating(path string, leaf *x509.Certificate) (bool, string, error) {
-	data, err := readCapped(path)
+// it reads the trust bundle the CA publishes, as a file (the ca.crt of a
+// published ConfigMap, mounted). rekey writes the CA that signs first:
+// during Preparing the bundle is the old CA (which still signs) and the
+// new one; from Prepared the new one and the old one. leaf is renewed when
+//
+//   - the bundle's first CA did not issue leaf and is newer than the CA
+//     that did (NotBefore later): the CA moved to a new key. While the
+//     issuer is first (Preparing) nothing is renewed, although a newer CA
+//     is in the bundle: the server would sign with the old key again; or
+//   - no CA of the bundle issued leaf (the old CA is gone already, or the
+//     bundle is another CA's);
+//
+// and in either case only when leaf was issued before the file last
+// changed (its modification time). A renewal made because of a bundle
+// gives a certificate issued after the bundle was written, which this
+// rule does not renew again until the bundle changes: if the server keeps
+// signing with a CA that the bundle does not put first (a bundle that is
+// not rekey's, reordered, or stale), the agent renews once per change of
+// the file, never in a loop. "Issued" is NotBefore + signing.Backdate:
+// rekey's signers start certificates that long before they sign them.
+// The node's clock (the file's time) and the server's (NotBefore) are
+// compared: a node clock ahead by more than the spread below can cost a
+// second renewal, not more, since the next certificate is issued later
+// still.
+//
+// The agent cannot read spec.rotation.renewalWindow here, so it spreads
+// over the default window (10m) from the file's change (about when it
+// saw Prepared): RenewalPoint(leaf, mtime, DefaultRenewalWindow).
+func TrustBundleRotating(path string, leaf *x509.Certificate) (*EarlyRenewal, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return false, "", err
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data, err := readAllCapped(f, path)
+	if err != nil {
+		return nil, err
 	}
 	certs, err := strictpem.Certificates(data, 16)
 	if err != nil {
-		return false, "", fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	changed := info.ModTime()
+	if !leaf.NotBefore.Add(signing.Backdate).Before(changed) {
+		// Issued after the bundle was written: renewing again could only
+		// repeat what gave this certificate.
+		return nil, nil
 	}
 	var issuer *x509.Certificate
 	for _, c := range certs {
@@ -97,14 +187,15 @@ func TrustBundleRotating(path string, leaf *x509.Certificate) (bool, string, err
 	if issuer == nil {
 		// Not issued by any CA of the bundle: the old CA is gone already;
 		// renewing is the only way back to a trusted certificate.
-		return true, fmt.Sprintf("no CA in %s issued the certificate", path), nil
+		return &EarlyRenewal{Reason: fmt.Sprintf("no CA in %s issued the certificate", path)}, nil
 	}
-	for _, c := range certs {
-		if c != issuer && c.NotBefore.After(issuer.NotBefore) {
-			return true, fmt.Sprintf("%s holds a newer CA than the certificate's issuer", path), nil
-		}
+	if first := certs[0]; first != issuer && first.NotBefore.After(issuer.NotBefore) {
+		return &EarlyRenewal{
+			At:     RenewalPoint(leaf, changed, rotationv1alpha1.DefaultRenewalWindow),
+			Reason: fmt.Sprintf("%s puts a newer CA than the certificate's issuer first (it signs now)", path),
+		}, nil
 	}
-	return false, "", nil
+	return nil, nil
 }
 
 // WatchIssuer sends on wake whenever the CertificateAuthority behind

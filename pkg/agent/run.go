@@ -98,7 +98,9 @@ func retryBackoff() wait.Backoff {
 }
 
 // renew runs every manager once (the client certificate first: the serving
-// one is asked for with it) and returns the earliest renewal deadline.
+// one is asked for with it) and returns the earliest time one must be
+// looked at again: a renewal deadline, or a point inside a rotation's
+// renewal window.
 func renew(ctx context.Context, cfg Config) (time.Time, error) {
 	var next time.Time
 	var errs []error
@@ -117,7 +119,7 @@ func renew(ctx context.Context, cfg Config) (time.Time, error) {
 				errs = append(errs, err)
 			}
 		}
-		if d := m.Deadline(pair.Leaf); next.IsZero() || d.Before(next) {
+		if d := m.NextLook(pair.Leaf); next.IsZero() || d.Before(next) {
 			next = d
 		}
 	}

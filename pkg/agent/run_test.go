@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -51,20 +55,36 @@ func TestRetryBackoff(t *testing.T) {
 	}
 }
 
-// Run renews a certificate that is not due as soon as its CA starts
-// rotating: the watch on the CA wakes it, long before the next periodic
-// look (an hour here) or the deadline.
-func TestRunRenewsWhenTheIssuerRotates(t *testing.T) {
-	f := &fakeSigner{t: t, ca: newCA(t)}
+// Run does not renew while the CA is Preparing (the old key still signs),
+// and from Prepared renews at the point drawn inside the renewal window:
+// not before it, and long before the next periodic look (an hour here)
+// or the deadline, since the loop wakes for it.
+func TestRunRenewsAtTheDrawnPointAfterPrepared(t *testing.T) {
+	oldCA, freshCA := newCA(t), newCA(t)
+	f := &fakeSigner{t: t, ca: oldCA}
 	m, client := newManager(t, f)
-	objects := caObjects(rotationv1alpha1.PhaseNone, f.ca)
+	objects := caObjects(rotationv1alpha1.PhaseNone, oldCA, oldCA)
 	for _, o := range objects {
 		if err := client.Tracker().Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m.CheckIssuer = func(ctx context.Context, c clientset.Interface, leaf *x509.Certificate) (bool, string, error) {
-		return IssuerRotating(ctx, c, DefaultSigner, leaf)
+	var mu sync.Mutex
+	var created []time.Time
+	client.PrependReactor("create", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		created = append(created, time.Now())
+		return false, nil, nil
+	})
+	creates := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(created)
+	}
+	m.CheckIssuer = func(ctx context.Context, c clientset.Interface, leaf *x509.Certificate) (*EarlyRenewal, error) {
+		r, _, err := IssuerRotating(ctx, c, DefaultSigner, leaf)
+		return r, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -75,26 +95,60 @@ func TestRunRenewsWhenTheIssuerRotates(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	creates := func() int {
-		n := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "create" && a.GetResource().Resource == "certificatesigningrequests" {
-				n++
-			}
-		}
-		return n
-	}
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	eventually("no certificate bootstrapped", func() bool { return creates() == 1 })
+	caGets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "certificateauthorities" {
+				n++
+			}
+		}
+		return n
+	}
+	eventually("no certificate bootstrapped", func() bool { return len(creates()) == 1 })
+	// The watch's get, and the loop's look when the watch started.
+	eventually("the CA not looked at after the bootstrap", func() bool { return caGets() >= 2 })
+	before := caGets()
+	cas := client.RotationV1alpha1().CertificateAuthorities()
 	ca := objects[1].(*rotationv1alpha1.CertificateAuthority).DeepCopy()
 	ca.Status.Phase = rotationv1alpha1.PhasePreparing
-	if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
+	ca.Status.TrustBundle = string(oldCA.CertPEM()) + string(freshCA.CertPEM())
+	if ca, err := cas.UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	} else {
+		// The watch wakes the loop, which looks at the CA in Preparing.
+		eventually("the loop did not look at the CA in Preparing", func() bool { return caGets() > before })
+		if n := len(creates()); n != 1 {
+			t.Fatalf("%d requests in Preparing, want none after the bootstrap", n)
+		}
+		pair, err := m.Store.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Prepared now, with a window of 3s: the point is drawn from the
+		// certificate.
+		window := 3 * time.Second
+		preparedAt := time.Now()
+		point := RenewalPoint(pair.Leaf, preparedAt, window)
+		f.setCA(freshCA)
+		ca.Status.Phase = rotationv1alpha1.PhasePrepared
+		ca.Status.Current = &rotationv1alpha1.CACertificate{Certificate: string(freshCA.CertPEM())}
+		ca.Status.TrustBundle = string(freshCA.CertPEM()) + string(oldCA.CertPEM())
+		ca.Status.LastInitiationFinishedTime = &metav1.Time{Time: preparedAt}
+		ca.Spec.Rotation = &rotationv1alpha1.RotationPolicy{RenewalWindow: &metav1.Duration{Duration: window}}
+		if _, err := cas.Update(ctx, ca, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually("not renewed after Prepared", func() bool { return len(creates()) >= 2 })
+		// metav1.Time keeps seconds only in the server; the fake keeps
+		// the nanoseconds, so the point is the agent's exactly.
+		if at := creates()[1]; at.Before(point) {
+			t.Fatalf("renewed at %s, before the drawn point %s", at.Format(time.RFC3339Nano), point.Format(time.RFC3339Nano))
+		}
 	}
-	eventually("not renewed when the CA started rotating", func() bool { return creates() >= 2 })
 }

@@ -55,9 +55,10 @@ type RunOptions struct {
 	MetricsBindAddress string
 	// RenewBefore renews no later than this long before expiry.
 	RenewBefore time.Duration
-	// TrustBundleFile is a CA bundle the operator distributes; a newer CA
-	// in it than the certificate's issuer renews the certificate (for
-	// agents that may not read their CertificateAuthority).
+	// TrustBundleFile is the CA's published bundle as a file; a newer CA
+	// than the certificate's issuer first in it (the CA signs with it)
+	// renews the certificate (for agents that may not read their
+	// CertificateAuthority; see agent.TrustBundleRotating).
 	TrustBundleFile string
 	// IssuerCheckInterval is how often the issuing CA is looked at for a
 	// rotation (0: never; the deadline alone decides).
@@ -122,12 +123,12 @@ func newRunCommand() *cobra.Command {
 	fs.IPSliceVar(&o.NodeIPs, "node-ip", nil, "an IP address of the node, for the serving certificate (repeatable)")
 	fs.StringSliceVar(&o.NodeDNSNames, "node-dns", nil, "a DNS name of the node, for the serving certificate (repeatable)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
-	fs.StringVar(&o.TrustBundleFile, "trust-bundle-file", "", "a trust bundle of the client certificate's CA (a published ConfigMap's ca.crt, mounted); when it holds a newer CA than the certificate's issuer, the certificate is renewed at once")
+	fs.StringVar(&o.TrustBundleFile, "trust-bundle-file", "", "a trust bundle of the client certificate's CA as rekey publishes it (a published ConfigMap's ca.crt, mounted), for an agent that may not read its CA: when it puts a newer CA than the certificate's issuer first, or none issued the certificate, the certificate is renewed (inside the default renewal window from the file's change)")
 	fs.DurationVar(&o.RenewBefore, "renew-before", 0, "renew no later than this long before the certificate expires (0: at the jittered 70-90% point of its lifetime only)")
 	fs.StringVar(&o.TPM, "tpm", "", "attest every request with this TPM: a device (/dev/tpmrm0) or tcp://HOST:PORT (swtpm's command port). The signers then default to "+DefaultTPMSignerName+" and "+DefaultTPMServingSignerName+"; the attestation key is kept in --cert-dir")
 	fs.StringVar(&o.TPMEK, "tpm-ek", string(tpmnode.EKRSA), "with --tpm: the EK to attest with, rsa (certificate at NV 0x01c00002) or ecc (0x01c0000a)")
 	fs.StringVar(&o.AttestationPolicy, "attestation-policy", "", "with --tpm: the AttestationPolicy to attest under (required with --tpm)")
-	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing at once when it is); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
+	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing, from Prepared, at a point inside its renewal window); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
 	return cmd
 }
 
@@ -216,10 +217,12 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			if m.Store.Prefix == agent.PrefixClient {
 				bundle = o.TrustBundleFile
 			}
-			m.CheckIssuer = func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (bool, string, error) {
-				rotating, why, err := agent.IssuerRotating(ctx, client, signerName, leaf)
-				if err != nil || rotating || bundle == "" {
-					return rotating, why, err
+			m.CheckIssuer = func(ctx context.Context, client clientset.Interface, leaf *x509.Certificate) (*agent.EarlyRenewal, error) {
+				early, known, err := agent.IssuerRotating(ctx, client, signerName, leaf)
+				// The CA itself, when readable, decides: the bundle cannot
+				// tell a rotation's renewal window.
+				if err != nil || known || bundle == "" {
+					return early, err
 				}
 				return agent.TrustBundleRotating(bundle, leaf)
 			}
