@@ -32,6 +32,12 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"ca"})
 
+	trustWaiting = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "trust_waiting_consumers",
+		Help:           "Trust consumers that do not yet report holding a Preparing CertificateAuthority's new CA (0 outside Preparing).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca"})
+
 	registerOnce sync.Once
 )
 
@@ -41,7 +47,7 @@ var phases = []rotationv1alpha1.RotationPhase{rotationv1alpha1.PhaseNone, rotati
 // RegisterMetrics adds the CA metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rotationPhase, phaseSince, pendingRenewal, notAfter)
+		legacyregistry.MustRegister(rotationPhase, phaseSince, pendingRenewal, notAfter, trustWaiting)
 	})
 }
 
@@ -67,6 +73,11 @@ func observe(ca *rotationv1alpha1.CertificateAuthority) {
 	}
 	phaseSince.WithLabelValues(ca.Name).Set(float64(since.Unix()))
 	pendingRenewal.WithLabelValues(ca.Name).Set(float64(s.PendingRenewal))
+	waiting := 0.0
+	if s.Phase == rotationv1alpha1.PhasePreparing && s.Trust != nil {
+		waiting = float64(s.Trust.Waiting)
+	}
+	trustWaiting.WithLabelValues(ca.Name).Set(waiting)
 	if s.Current != nil {
 		notAfter.WithLabelValues(ca.Name).Set(float64(s.Current.NotAfter.Unix()))
 	}
@@ -84,4 +95,5 @@ func forget(name string) {
 	phaseSince.DeleteLabelValues(name)
 	pendingRenewal.DeleteLabelValues(name)
 	notAfter.DeleteLabelValues(name)
+	trustWaiting.DeleteLabelValues(name)
 }
