@@ -40,6 +40,7 @@ import (
 	signerstorage "rekey.io/rekey/pkg/registry/certificates/signer"
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
 	credstorage "rekey.io/rekey/pkg/registry/rotation/rotatingcredential"
+	tcstorage "rekey.io/rekey/pkg/registry/rotation/trustconsumer"
 	"rekey.io/rekey/pkg/serveridentity"
 	"rekey.io/rekey/pkg/servingcert"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -390,6 +391,10 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	if c.ExtraConfig.RotatingCredentials != nil {
 		c.ExtraConfig.RotatingCredentials.Bind(creds.RotatingCredential)
 	}
+	consumers, err := tcstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock)
+	if err != nil {
+		return fmt.Errorf("creating trustconsumers storage: %w", err)
+	}
 	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificateauthorities":        cas.CertificateAuthority,
 		"certificateauthorities/status": cas.Status,
@@ -397,6 +402,8 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 		"rotatingcredentials":           creds.RotatingCredential,
 		"rotatingcredentials/status":    creds.Status,
 		"rotatingcredentials/rotate":    creds.Rotate,
+		"trustconsumers":                consumers.TrustConsumer,
+		"trustconsumers/status":         consumers.Status,
 	}
 	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)
