@@ -14,6 +14,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/message"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/apis/rotation/validation"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
@@ -79,7 +80,7 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 		unpublished = c.published.Lagging(ca)
 	}
 	for _, u := range unpublished {
-		trust.Unpublished = append(trust.Unpublished, message.Cap(u))
+		trust.Unpublished = append(trust.Unpublished, message.CapTo(u, validation.MaxUnpublishedLength))
 	}
 	if len(unpublished) == 0 && trust.PublishedTime == nil {
 		t := metav1.NewTime(now)

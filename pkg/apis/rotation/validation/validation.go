@@ -201,7 +201,7 @@ func ValidateCertificateAuthorityStatus(status *rotation.CertificateAuthoritySta
 	if !contains(phases, string(status.Phase)) {
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("phase"), status.Phase, phases))
 	}
-	for name, c := range map[string]*rotation.CACertificate{"current": status.Current, "previous": status.Previous} {
+	for name, c := range map[string]*rotation.CACertificate{"current": status.Current, "previous": status.Previous, "next": status.Next} {
 		if c == nil {
 			continue
 		}
@@ -224,8 +224,33 @@ func ValidateCertificateAuthorityStatus(status *rotation.CertificateAuthoritySta
 	if len(status.PendingRenewals) > MaxPendingListed {
 		allErrs = append(allErrs, field.TooMany(fldPath.Child("pendingRenewals"), len(status.PendingRenewals), MaxPendingListed))
 	}
+	if t := status.Trust; t != nil {
+		p := fldPath.Child("trust")
+		if t.Consumers < 0 || t.Waiting < 0 || t.Waiting > t.Consumers {
+			allErrs = append(allErrs, field.Invalid(p.Child("waiting"), t.Waiting, "must be between 0 and trust.consumers"))
+		}
+		if len(t.WaitingFor) > MaxPendingListed {
+			allErrs = append(allErrs, field.TooMany(p.Child("waitingFor"), len(t.WaitingFor), MaxPendingListed))
+		}
+		if len(t.Unpublished) > maxUnpublished {
+			allErrs = append(allErrs, field.TooMany(p.Child("unpublished"), len(t.Unpublished), maxUnpublished))
+		}
+		for i, u := range t.Unpublished {
+			if len(u) > MaxUnpublishedLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("unpublished").Index(i), "", MaxUnpublishedLength))
+			}
+		}
+	}
 	return append(allErrs, ValidateConditions(fldPath.Child("conditions"), status.Conditions)...)
 }
+
+// maxUnpublished caps status.trust.unpublished: one entry per publisher
+// rekey runs.
+const maxUnpublished = 8
+
+// MaxUnpublishedLength caps one entry of status.trust.unpublished (a
+// publisher's name and why it lags).
+const MaxUnpublishedLength = 1024
 
 // MaxPendingListed caps status.pendingRenewals.
 const MaxPendingListed = 20

@@ -185,3 +185,24 @@ func TestRotationPolicy(t *testing.T) {
 		t.Fatalf("changing spec.rotation refused: %v", errs)
 	}
 }
+
+// TestTrustStatusIsBounded: status.trust stays small however many
+// consumers wait, and its counts are consistent.
+func TestTrustStatusIsBounded(t *testing.T) {
+	for name, tc := range map[string]struct {
+		trust rotation.TrustStatus
+		field string
+	}{
+		"ok":              {trust: rotation.TrustStatus{Consumers: 5000, Waiting: 4000, WaitingFor: make([]string, MaxPendingListed)}},
+		"waiting > total": {trust: rotation.TrustStatus{Consumers: 1, Waiting: 2}, field: "status.trust.waiting"},
+		"negative":        {trust: rotation.TrustStatus{Consumers: -1}, field: "status.trust.waiting"},
+		"long list":       {trust: rotation.TrustStatus{Consumers: 50, Waiting: 50, WaitingFor: make([]string, MaxPendingListed+1)}, field: "status.trust.waitingFor"},
+		"long reason":     {trust: rotation.TrustStatus{Unpublished: []string{strings.Repeat("x", MaxUnpublishedLength+1)}}, field: "status.trust.unpublished[0]"},
+	} {
+		trust := tc.trust
+		errs := ValidateCertificateAuthorityStatus(&rotation.CertificateAuthorityStatus{Trust: &trust}, field.NewPath("status"))
+		if tc.field == "" && len(errs) != 0 || tc.field != "" && !hasError(errs, tc.field, "") {
+			t.Errorf("%s: %v", name, errs)
+		}
+	}
+}
