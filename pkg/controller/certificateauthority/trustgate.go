@@ -109,8 +109,10 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 	if len(waiting) > 0 {
 		c.trustCondition(status, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForConsumers,
 			fmt.Sprintf("the current CA signs; waiting for %d of %d trust consumers to hold the new CA: %s", len(waiting), total, names(waiting)))
-		// Their reports requeue the CA; the propagation end may come first.
-		return false, max(ends.Sub(now), 0) + time.Second, nil
+		// Their reports (and deletions) requeue the CA; until the
+		// propagation ends the condition's reason is the consumers either
+		// way, so no timer is needed.
+		return false, 0, nil
 	}
 	if now.Before(ends) {
 		c.trustCondition(status, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForPropagation,
