@@ -13,6 +13,7 @@ import (
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signersigning"
 	"rekey.io/rekey/pkg/admission/subjectrestriction"
+	"rekey.io/rekey/pkg/admission/trustconsumer"
 )
 
 // PluginNames are rekey's plugins, all on by default.
@@ -23,6 +24,7 @@ var PluginNames = []string{
 	signerbinding.PluginName,
 	carotation.PluginName,
 	capublish.PluginName,
+	trustconsumer.PluginName,
 	credentialminter.PluginName,
 	nodeattestationrestriction.PluginName,
 	requestnames.PluginName,
@@ -36,6 +38,7 @@ func RegisterAll(plugins *admission.Plugins) {
 	signerbinding.Register(plugins)
 	carotation.Register(plugins)
 	capublish.Register(plugins)
+	trustconsumer.Register(plugins)
 	credentialminter.Register(plugins)
 	nodeattestationrestriction.Register(plugins)
 	requestnames.Register(plugins)

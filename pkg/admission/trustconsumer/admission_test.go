@@ -1,0 +1,169 @@
+package trustconsumer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"rekey.io/rekey/pkg/admission/admissiontest"
+	"rekey.io/rekey/pkg/apis/rotation"
+)
+
+func consumer(reporter string, cas ...string) *rotation.TrustConsumer {
+	return &rotation.TrustConsumer{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver"},
+		Spec: rotation.TrustConsumerSpec{CertificateAuthorities: cas, Reporter: reporter}}
+}
+
+func attrs(obj, old *rotation.TrustConsumer, subresource, userName string) admission.Attributes {
+	op := admission.Create
+	var oldObj runtime.Object
+	if old != nil {
+		op, oldObj = admission.Update, old
+	}
+	return admission.NewAttributesRecord(obj, oldObj, rotation.Kind("TrustConsumer").WithVersion("v1alpha1"), "", obj.Name,
+		rotation.Resource("trustconsumers").WithVersion("v1alpha1"), subresource, op, nil, false,
+		&user.DefaultInfo{Name: userName, Groups: []string{user.AllAuthenticated}})
+}
+
+func newPlugin(t *testing.T, fake *admissiontest.Authorizer) *Plugin {
+	t.Helper()
+	p := New()
+	p.SetAuthorizer(fake.Authorizer())
+	if err := p.ValidateInitialization(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRequiresAnAuthorizer(t *testing.T) {
+	if err := New().ValidateInitialization(); err == nil {
+		t.Fatal("started without an authorizer")
+	}
+}
+
+func TestRegisteringNeedsTrustOnEveryCA(t *testing.T) {
+	grants := []admissiontest.Grant{
+		{User: "syncer", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+		{User: "syncer", Verb: "use", Name: "b", Resource: "certificateauthorities"}, // not trust
+	}
+	tests := map[string]struct {
+		obj, old *rotation.TrustConsumer
+		user     string
+		wantErr  []string
+	}{
+		"create, trusted CA": {obj: consumer("", "a"), user: "syncer"},
+		"create, one untrusted": {obj: consumer("", "a", "b"), user: "syncer",
+			wantErr: []string{`"syncer"`, `"kube-apiserver"`, `CertificateAuthority "b"`, `verb "trust"`, `"certificateauthorities"`, `"rotation.rekey.io"`, `resourceName "b"`}},
+		"create, other user":    {obj: consumer("", "a"), user: "mallory", wantErr: []string{`CertificateAuthority "a"`}},
+		"update keeps the CAs":  {obj: consumer("syncer", "a", "b"), old: consumer("syncer", "a", "b"), user: "syncer"},
+		"update drops a CA":     {obj: consumer("syncer", "a"), old: consumer("syncer", "a", "b"), user: "syncer"},
+		"update adds a CA":      {obj: consumer("syncer", "a", "b"), old: consumer("syncer", "a"), user: "syncer", wantErr: []string{`CertificateAuthority "b"`, `verb "trust"`}},
+		"update adds a trusted": {obj: consumer("syncer", "b", "a"), old: consumer("syncer", "b"), user: "syncer"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake := &admissiontest.Authorizer{T: t, Grants: grants}
+			err := newPlugin(t, fake).Validate(context.Background(), attrs(tc.obj, tc.old, "", tc.user), nil)
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("want 403, got %v", err)
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %s", err, s)
+				}
+			}
+		})
+	}
+}
+
+// Every write but delete is the reporter's: spec and status, whatever
+// rights the writer has otherwise.
+func TestOnlyTheReporterWrites(t *testing.T) {
+	fake := &admissiontest.Authorizer{T: t, Grants: []admissiontest.Grant{
+		{User: "other", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+		{User: "syncer", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+	}}
+	p := newPlugin(t, fake)
+	old := consumer("syncer", "a")
+	report := old.DeepCopy()
+	report.Status.Holds = []rotation.TrustHeld{{CertificateAuthority: "a"}}
+	for _, sub := range []string{"", "status"} {
+		if err := p.Validate(context.Background(), attrs(report, old, sub, "syncer"), nil); err != nil {
+			t.Fatalf("the reporter was refused on %q: %v", sub, err)
+		}
+		err := p.Validate(context.Background(), attrs(report, old, sub, "other"), nil)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `only "syncer", which registered trust consumer "kube-apiserver", may report for it`) {
+			t.Fatalf("another user on %q: want 403 naming the reporter, got %v", sub, err)
+		}
+	}
+	if len(fake.Calls) != 0 {
+		t.Fatalf("checked trust for CAs the consumer already named: %v", fake.Calls)
+	}
+	// A status write never needs trust, even from the reporter whose
+	// trust was since taken away.
+	if err := newPlugin(t, &admissiontest.Authorizer{T: t}).Validate(context.Background(), attrs(report, old, "status", "syncer"), nil); err != nil {
+		t.Fatalf("a report needed trust: %v", err)
+	}
+}
+
+// Taking the finalizers off a consumer being deleted is part of deleting
+// it; anything else on the way is not.
+func TestFinishingADeletion(t *testing.T) {
+	p := newPlugin(t, &admissiontest.Authorizer{T: t})
+	now := metav1.Now()
+	old := consumer("gone", "a")
+	old.DeletionTimestamp = &now
+	old.Finalizers = []string{"example.com/keep", "example.com/other"}
+	removed := old.DeepCopy()
+	removed.Finalizers = []string{"example.com/other"}
+	if err := p.Validate(context.Background(), attrs(removed, old, "", "operator"), nil); err != nil {
+		t.Fatalf("removing a finalizer: %v", err)
+	}
+	sneaky := removed.DeepCopy()
+	sneaky.Status.Holds = []rotation.TrustHeld{{CertificateAuthority: "a"}}
+	if err := p.Validate(context.Background(), attrs(sneaky, old, "", "operator"), nil); !apierrors.IsForbidden(err) {
+		t.Fatalf("a report along with a finalizer: %v", err)
+	}
+	labelled := removed.DeepCopy()
+	labelled.Labels = map[string]string{"x": "y"}
+	if err := p.Validate(context.Background(), attrs(labelled, old, "", "operator"), nil); !apierrors.IsForbidden(err) {
+		t.Fatalf("a label along with a finalizer: %v", err)
+	}
+	notDeleting := old.DeepCopy()
+	notDeleting.DeletionTimestamp = nil
+	if err := p.Validate(context.Background(), attrs(consumer("gone", "a"), notDeleting, "", "operator"), nil); !apierrors.IsForbidden(err) {
+		t.Fatalf("removing finalizers of a live consumer: %v", err)
+	}
+}
+
+// A failing authorizer refuses.
+func TestAuthorizerErrorRefuses(t *testing.T) {
+	fake := &admissiontest.Authorizer{T: t, Err: errors.New("webhook down"),
+		Grants: []admissiontest.Grant{{User: "syncer", Verb: "trust", Name: "a", Resource: "certificateauthorities"}}}
+	if err := newPlugin(t, fake).Validate(context.Background(), attrs(consumer("", "a"), nil, "", "syncer"), nil); !apierrors.IsForbidden(err) {
+		t.Fatalf("want 403, got %v", err)
+	}
+}
+
+// Other resources pass untouched.
+func TestOtherResources(t *testing.T) {
+	p := newPlugin(t, &admissiontest.Authorizer{T: t})
+	a := admission.NewAttributesRecord(&rotation.CertificateAuthority{}, nil, rotation.Kind("CertificateAuthority").WithVersion("v1alpha1"), "", "a",
+		rotation.Resource("certificateauthorities").WithVersion("v1alpha1"), "", admission.Create, nil, false, &user.DefaultInfo{Name: "x"})
+	if err := p.Validate(context.Background(), a, nil); err != nil {
+		t.Fatal(err)
+	}
+}
