@@ -1,6 +1,7 @@
 // Command kubectl-rekey is a kubectl plugin: put it on PATH and run
-// `kubectl rekey approve|deny NAME`, `kubectl rekey rotate start|complete
-// NAME`, `kubectl rekey status NAME` or `kubectl rekey bundle NAME`.
+// `kubectl rekey approve|deny NAME`, `kubectl rekey rotate
+// start|prepare --force|complete NAME`, `kubectl rekey status NAME`,
+// `kubectl rekey consumers [CA]` or `kubectl rekey bundle NAME`.
 package main
 
 import (

@@ -44,6 +44,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(newRotateCommand(newClient, namespace, streams))
 	cmd.AddCommand(newStatusCommand(newClient, newKube, namespace, streams))
 	cmd.AddCommand(newBundleCommand(newClient, streams))
+	cmd.AddCommand(newConsumersCommand(newClient, streams))
 	cmd.AddCommand(newAttestCommand(newClient, streams))
 	return cmd
 }

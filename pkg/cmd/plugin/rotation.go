@@ -17,15 +17,20 @@ import (
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
 
-// newRotateCommand is `kubectl rekey rotate start|complete [--force] NAME`.
+// newRotateCommand is `kubectl rekey rotate start|prepare --force|complete [--force] NAME`.
 func newRotateCommand(newClient func() (clientset.Interface, error), namespace func() (string, error), streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "rotate (start|complete) NAME | rcred/NAME",
-		Short: "Start or complete the two-phase rotation of a CertificateAuthority, or the rotation of a RotatingCredential",
-		Long: `Start makes a new CA key and certificate: the new CA signs from then on and
-both are trusted (phase Preparing, then Prepared). Complete stops trusting the
-old CA and destroys its key (Completing, then Completed); it is refused while
-certificates of the old CA are still valid and not renewed, unless --force.
+		Use:   "rotate (start|prepare --force|complete) NAME | rcred/NAME",
+		Short: "Start, force or complete the two-phase rotation of a CertificateAuthority, or the rotation of a RotatingCredential",
+		Long: `Start makes a new CA key and certificate and publishes it beside the old one
+(phase Preparing): the old CA still signs. Once the new CA is in every bundle
+rekey publishes, every TrustConsumer naming the CA holds it and
+spec.rotation.trustPropagation has passed, the new CA signs (Prepared) and
+holders renew. prepare --force ends that wait at once: the new CA signs
+although consumers that do not trust it yet fail to verify what it signs.
+Complete stops trusting the old CA and destroys its key (Completing, then
+Completed); it is refused while certificates of the old CA are still valid
+and not renewed, unless --force.
 
 For a RotatingCredential (rcred/NAME, in -n NAMESPACE), Start mints a new
 credential now (refused while a grace period runs) and Complete ends the grace
@@ -33,9 +38,9 @@ period now, revoking the previous credential at once (after a leak, say).
 
 You need create on certificateauthorities/rotate or rotatingcredentials/rotate
 (group rotation.rekey.io).`,
-		Example: "  kubectl rekey rotate start team-ca\n  kubectl rekey status team-ca\n  kubectl rekey rotate complete team-ca\n  kubectl rekey rotate start rcred/db-password -n team-a",
+		Example: "  kubectl rekey rotate start team-ca\n  kubectl rekey status team-ca\n  kubectl rekey rotate complete team-ca\n  kubectl rekey rotate prepare --force team-ca   # end the wait for trust\n  kubectl rekey rotate start rcred/db-password -n team-a",
 	}
-	for _, action := range []rotationv1alpha1.RotationAction{rotationv1alpha1.RotationStart, rotationv1alpha1.RotationComplete} {
+	for _, action := range []rotationv1alpha1.RotationAction{rotationv1alpha1.RotationStart, rotationv1alpha1.RotationPrepare, rotationv1alpha1.RotationComplete} {
 		action := action
 		var force bool
 		sub := &cobra.Command{
@@ -43,6 +48,18 @@ You need create on certificateauthorities/rotate or rotatingcredentials/rotate
 			Short: fmt.Sprintf("%s the rotation of a CertificateAuthority", action),
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if action == rotationv1alpha1.RotationPrepare {
+					// Checked here too, so that the user reads what force
+					// does before anything is sent.
+					if _, ok := credentialName(args[0]); ok {
+						return fmt.Errorf("prepare applies to CertificateAuthorities only, not to %s", args[0])
+					}
+					if !force {
+						return fmt.Errorf("prepare needs --force: %q becomes Prepared by itself once every trust consumer holds the new CA "+
+							"(kubectl rekey status %s names those it waits for); --force ends the wait now, and the new CA then signs "+
+							"although consumers that do not hold it yet fail to verify what it signs", args[0], caName(args[0]))
+					}
+				}
 				client, err := newClient()
 				if err != nil {
 					return err
@@ -73,8 +90,12 @@ You need create on certificateauthorities/rotate or rotatingcredentials/rotate
 				return nil
 			},
 		}
-		if action == rotationv1alpha1.RotationComplete {
+		switch action {
+		case rotationv1alpha1.RotationComplete:
 			sub.Flags().BoolVar(&force, "force", false, "Complete although certificates of the previous CA are still valid and not renewed; they stop verifying.")
+		case rotationv1alpha1.RotationPrepare:
+			sub.Short = "End a Preparing rotation's wait for trust (needs --force): the new CA signs now"
+			sub.Flags().BoolVar(&force, "force", false, "Required: end the wait for trust consumers and trustPropagation; consumers that do not hold the new CA yet fail to verify what it signs.")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -103,8 +124,11 @@ func caName(arg string) string {
 }
 
 func pastTense(a rotationv1alpha1.RotationAction) string {
-	if a == rotationv1alpha1.RotationStart {
+	switch a {
+	case rotationv1alpha1.RotationStart:
 		return "started"
+	case rotationv1alpha1.RotationPrepare:
+		return "wait for trust overridden"
 	}
 	return "completing"
 }
@@ -120,8 +144,17 @@ func contextOf(cmd *cobra.Command) context.Context {
 func newStatusCommand(newClient func() (clientset.Interface, error), newKube func() (kubernetes.Interface, error), namespace func() (string, error), streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status NAME | rcred/NAME",
-		Short: "Show a CertificateAuthority's rotation (phase, times, old and new CA, who has not renewed) or a RotatingCredential's (mint time, next rotation, grace period, the Secret's keys)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a CertificateAuthority's rotation (phase, times, old and new CA, how far the new CA is trusted and which trust consumers are waited for, who has not renewed) or a RotatingCredential's (mint time, next rotation, grace period, the Secret's keys)",
+		Long: `For a CertificateAuthority: its phase and times, the current (signing),
+previous and next CA, the trust section (the TrustPropagated condition, when
+every bundle rekey writes first held the new CA, what rekey has not written
+yet, how many TrustConsumers name the CA and how many do not hold the new
+CA), a table of those TrustConsumers (those not holding the new CA first, at
+most 50) and the certificates of the previous CA not renewed.
+
+Listing the TrustConsumers needs list on trustconsumers (group
+rotation.rekey.io); without it the table says so and the rest is shown.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name, ok := credentialName(args[0]); ok {
 				return credentialStatus(cmd, newClient, newKube, namespace, streams.Out, name)
@@ -130,13 +163,21 @@ func newStatusCommand(newClient func() (clientset.Interface, error), newKube fun
 			if err != nil {
 				return err
 			}
-			printStatus(streams.Out, ca)
+			var consumers consumersResult
+			if client, err := newClient(); err != nil {
+				consumers.err = err
+			} else {
+				consumers.items, consumers.err = listConsumers(contextOf(cmd), client, ca.Name)
+			}
+			printStatus(streams.Out, ca, consumers)
 			return nil
 		},
 	}
 }
 
-func printStatus(out io.Writer, ca *rotationv1alpha1.CertificateAuthority) {
+// printStatus prints a CA's rotation; consumers are the TrustConsumers
+// naming it (listed by the caller).
+func printStatus(out io.Writer, ca *rotationv1alpha1.CertificateAuthority, consumers consumersResult) {
 	s := ca.Status
 	phase := string(s.Phase)
 	if phase == "" {
@@ -157,13 +198,19 @@ func printStatus(out io.Writer, ca *rotationv1alpha1.CertificateAuthority) {
 	for _, c := range []struct {
 		label string
 		cert  *rotationv1alpha1.CACertificate
-	}{{"Current CA:", s.Current}, {"Previous CA:", s.Previous}} {
+	}{{"Current CA:", s.Current}, {"Previous CA:", s.Previous}, {"Next CA:", s.Next}} {
 		if c.cert != nil {
 			fmt.Fprintf(w, "%s\t%s, valid %s to %s\n", c.label, c.cert.Fingerprint, c.cert.NotBefore.UTC().Format(time.RFC3339), c.cert.NotAfter.UTC().Format(time.RFC3339))
 		}
 	}
+	if s.Next != nil {
+		// Preparing: say which one signs, the point of the phase.
+		fmt.Fprintf(w, "Signs:\tthe current CA; the next CA signs once it is trusted (Prepared)\n")
+	}
+	printTrust(w, ca)
 	fmt.Fprintf(w, "Not renewed:\t%d\n", s.PendingRenewal)
 	_ = w.Flush()
+	printConsumerTable(out, ca, consumers)
 	if len(s.PendingRenewals) > 0 {
 		fmt.Fprintln(out, "\nCertificates of the previous CA not renewed (first 20):")
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -179,7 +226,7 @@ func printStatus(out io.Writer, ca *rotationv1alpha1.CertificateAuthority) {
 func newBundleCommand(newClient func() (clientset.Interface, error), streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:     "bundle NAME",
-		Short:   "Print the PEM trust bundle of a CertificateAuthority (old and new CA during a rotation)",
+		Short:   "Print the PEM trust bundle of a CertificateAuthority (old and new CA during a rotation); to keep a file current, use rekey-agent trust-sync",
 		Example: "  kubectl rekey bundle rekey.io-kube-apiserver-client > client-ca.crt",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

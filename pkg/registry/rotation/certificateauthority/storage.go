@@ -1,6 +1,8 @@
 package certificateauthority
 
 import (
+	"strconv"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -20,6 +22,7 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		{Name: "KeyStore", Type: "string", Description: "Where the private key lives."},
 		{Name: "Algorithm", Type: "string", Description: "Key algorithm."},
 		{Name: "Phase", Type: "string", Description: "Rotation phase."},
+		{Name: "Waiting", Type: "string", Description: "While Preparing: trust consumers not holding the new CA yet (status.trust.waiting); the old CA signs until none is left."},
 		{Name: "Pending", Type: "integer", Description: "Valid certificates of the previous CA not renewed yet."},
 		{Name: "NotAfter", Type: "string", Description: "End of the current CA certificate's validity."},
 		{Name: "Fingerprint", Type: "string", Priority: 1, Description: "SHA-256 of the current CA certificate."},
@@ -35,7 +38,13 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		if phase == "" {
 			phase = "<none>"
 		}
-		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, int64(c.Status.PendingRenewal), notAfter, fingerprint,
+		// Only a Preparing rotation waits for consumers; a count kept from
+		// the last one would read as a wait that is over.
+		waiting := "<none>"
+		if c.Status.Phase == rotation.PhasePreparing && c.Status.Trust != nil {
+			waiting = strconv.Itoa(int(c.Status.Trust.Waiting))
+		}
+		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, waiting, int64(c.Status.PendingRenewal), notAfter, fingerprint,
 			printers.ConditionStatus(c.Status.Conditions, rotation.CertificateAuthorityReady), printers.Age(c.CreationTimestamp)}
 	},
 }
