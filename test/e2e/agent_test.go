@@ -130,6 +130,11 @@ func TestAgentAgainstKubeAPIServer(t *testing.T) {
 		t.Fatalf("kube-apiserver sees the node as %q", got)
 	}
 
+	// The test is about renewing, not about when: the new CA signs once
+	// published and the agent renews at once.
+	if err := framework.SetImmediateRotation(context.Background(), cluster.RekeyAdmin, kubeletClientCA); err != nil {
+		t.Fatal(err)
+	}
 	previous := first
 	for round := 1; round <= 2; round++ {
 		ca := rotateAndWait(t, rotationv1alpha1.RotationStart, false, rotationv1alpha1.PhasePrepared)

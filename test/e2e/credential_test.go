@@ -316,6 +316,11 @@ func TestClientCertificateRotation(t *testing.T) {
 		t.Fatalf("before the CA rotation kube-apiserver sees %q", got)
 	}
 	ctx := context.Background()
+	// The new CA signs (and the credential renews) once published: no
+	// trustPropagation to wait out.
+	if err := framework.SetImmediateRotation(ctx, cluster.RekeyAdmin, caName); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

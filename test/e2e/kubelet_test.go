@@ -52,76 +52,31 @@ func credentialID(cert *x509.Certificate) string {
 	return "X509SHA256=" + hex.EncodeToString(sum[:])
 }
 
-// A real kubelet (v1.37.1, on containerd) whose kubeconfig user is
-// `rekey-agent exec-credential`: the agent bootstraps from a bootstrap
-// kubeconfig, the kubelet registers its Node, which becomes Ready, and its
-// lease keeps renewing across two rotations of the kubelet client CA, each
-// new certificate seen in use in kube-apiserver's audit log.
-func TestKubeletRunsOnTheAgentsCertificateAcrossRotations(t *testing.T) {
-	node := startKubelet(t, kubeletNode, []string{"--issuer-check-interval", "1s", "--wait-timeout", "2m"}, nil)
-	ctx := context.Background()
-	store := &agent.Store{Dir: node.CertDir, Prefix: agent.PrefixClient}
-	current := func() *x509.Certificate {
-		pair, err := store.Current()
-		if err != nil {
-			return nil
-		}
-		return pair.Leaf
-	}
-	leaseRenewedWith := func(what string, cert *x509.Certificate) {
-		t.Helper()
-		id := credentialID(cert)
-		framework.Eventually(t, 2*time.Minute, what, func(context.Context) error {
-			if !credentialIDs(t, kubeletNode)[id] {
-				return fmt.Errorf("no lease update with %s in the audit log", id)
-			}
-			return nil
-		})
-	}
-	seen := []*x509.Certificate{current()}
-	leaseRenewedWith("a lease update with the bootstrap certificate", seen[0])
-
-	for round := 1; round <= 2; round++ {
-		ca := rotateAndWait(t, rotationv1alpha1.RotationStart, false, rotationv1alpha1.PhasePrepared)
-		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
-			t.Fatal(err)
-		}
-		var renewed *x509.Certificate
-		framework.Eventually(t, 2*time.Minute, fmt.Sprintf("the agent renewing in rotation %d", round), func(context.Context) error {
-			if renewed = current(); renewed == nil || renewed.Equal(seen[len(seen)-1]) {
-				return errors.New("the store still holds the previous certificate")
-			}
-			return nil
-		})
-		ca = rotateAndWait(t, rotationv1alpha1.RotationComplete, true, rotationv1alpha1.PhaseCompleted)
-		if err := cluster.TrustClientCAs([]byte(ca.Status.TrustBundle)); err != nil {
-			t.Fatal(err)
-		}
-		// The old certificate stops authenticating; the kubelet asks its
-		// exec plugin again and renews its lease with the new one.
-		leaseRenewedWith(fmt.Sprintf("a lease update with the certificate of rotation %d", round), renewed)
-		seen = append(seen, renewed)
-	}
-	n, err := cluster.Admin.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-			t.Fatalf("Node not Ready after the rotations: %+v", c)
-		}
-	}
-	t.Logf("kubelet renewed its lease with %d certificates in turn", len(seen))
-}
-
 // startKubelet starts a real kubelet for node name on rekey-agent's exec
 // credential (agentArgs for `run`, execArgs for `exec-credential`), stops
 // and cleans it up when the test ends, and waits for its Node to be Ready.
+// kube-apiserver is made to trust the kubelet client CA first, by the
+// framework's copy into --client-ca-file.
 func startKubelet(t *testing.T, name string, agentArgs, execArgs []string) *framework.Node {
+	t.Helper()
+	skipUnlessRoot(t)
+	trustKubeletClientCA(t)
+	return startKubeletTrusted(t, name, agentArgs, execArgs)
+}
+
+func skipUnlessRoot(t *testing.T) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("a kubelet needs root (mounts, cgroups); run the e2e tests as root")
 	}
+}
+
+// startKubeletTrusted is startKubelet for a test that keeps
+// --client-ca-file itself (with rekey-agent trust-sync): it writes nothing
+// there.
+func startKubeletTrusted(t *testing.T, name string, agentArgs, execArgs []string) *framework.Node {
+	t.Helper()
+	skipUnlessRoot(t)
 	tools, err := framework.BuildTools("kubelet")
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +85,6 @@ func startKubelet(t *testing.T, name string, agentArgs, execArgs []string) *fram
 	if err != nil {
 		t.Fatal(err)
 	}
-	trustKubeletClientCA(t)
 	bootstrap, err := cluster.UserKubeconfig("system:bootstrap:"+strings.ReplaceAll(name, "-", ""), "system:bootstrappers")
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,11 @@ func TestRotationIsPublishedToTheCluster(t *testing.T) {
 		})
 	}
 	published(1)
+	// Prepared (and its event) follows the publication at once, without
+	// trustPropagation on top.
+	if err := framework.SetImmediateRotation(ctx, admin, "pub-ca"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "pub-ca", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

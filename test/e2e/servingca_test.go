@@ -120,6 +120,11 @@ func TestOwnServingCARotatesWithoutAFailedRequest(t *testing.T) {
 		}
 	}()
 
+	// The new CA waits only for rekey's own publication (the APIServices'
+	// caBundle), not for trustPropagation on top.
+	if err := framework.SetImmediateRotation(ctx, admin, servingCA); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, servingCA, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -349,6 +349,12 @@ func TestAgentRenewsAcrossRotationsAndAServerOutage(t *testing.T) {
 		return leaf
 	}
 	first := waitForLeaf("from the bootstrap", func(*x509.Certificate) bool { return true })
+	// The new CA signs once published and the agent renews at once (no
+	// trustPropagation, no renewalWindow): this test is about renewing,
+	// not about when.
+	if err := framework.SetImmediateRotation(context.Background(), srv.Client, standalone.NodeClientCA); err != nil {
+		t.Fatal(err)
+	}
 
 	// Rotation 1: renewed at once, with the node's own certificate.
 	ca := rotateKubeletClientCA(t, srv.Client, rotationv1alpha1.RotationStart, rotationv1alpha1.PhasePrepared)

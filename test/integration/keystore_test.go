@@ -131,6 +131,9 @@ func TestPKCS11KeyStoreSignsThroughSoftHSM(t *testing.T) {
 
 	// A rotation makes the new key in the token and destroys the old one there.
 	ctx := context.Background()
+	if err := framework.SetImmediateRotation(ctx, client, "hsm-ecdsa-p256"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "hsm-ecdsa-p256", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestReleaseServerIgnoresTheCrashPointVariables(t *testing.T) {
 		"REKEY_TEST_CREDENTIAL_PAUSE_DIR=" + t.TempDir(),
 	})
 	client := srv.Client
-	createCAAndSigner(t, client, "release", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "release CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+	createCAAndSigner(t, client, "release", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "release CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Rotation: framework.ImmediateRotation()})
 	waitForCA(t, client, "release", "Ready", func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return apimeta.IsStatusConditionTrue(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady)
 	})

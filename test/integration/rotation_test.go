@@ -107,7 +107,9 @@ func TestCARotation(t *testing.T) {
 	srv := framework.StartStandalone(t, t.TempDir())
 	client := srv.Client
 	ctx := context.Background()
-	createCAAndSigner(t, client, "team", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "team CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+	// No trust consumer and no wait: the new CA signs once published
+	// (TestTrustGate* covers the wait).
+	createCAAndSigner(t, client, "team", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "team CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Rotation: framework.ImmediateRotation()})
 	oldCA := caOf(t, client, "team")
 	for _, n := range []string{"a", "b"} {
 		createAndApprove(t, client, requestFor(t, "before-"+n, "example.com/team", fixtures.CSROptions{CommonName: n}, certv1alpha1.UsageClientAuth))
@@ -252,15 +254,16 @@ func waitPending(t *testing.T, client clientset.Interface, name string, want int
 }
 
 // TestRotationPhasesAreEnforcedWhilePreparing holds a rotation in
-// Preparing (a test hook pauses the controller there) to show that neither
-// Complete nor a second Start is accepted then, and that nothing signs.
+// Preparing (a test hook pauses the controller there, before the new key is
+// made) to show that neither Complete nor a second Start is accepted then,
+// and that the old CA signs on meanwhile: the new one is not trusted yet.
 func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
 	t.Parallel()
 	srv := framework.StartStandaloneWithEnv(t, t.TempDir(), []string{"REKEY_TEST_PAUSE_AT=preparing-start"})
 	client := srv.Client
 	ctx := context.Background()
 	createCAAndSigner(t, client, "held", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "held CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
-	caOf(t, client, "held")
+	oldCA := caOf(t, client, "held")
 	if _, err := client.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "held", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,31 +276,31 @@ func TestRotationPhasesAreEnforcedWhilePreparing(t *testing.T) {
 			t.Errorf("%s during Preparing: %v", action, err)
 		}
 	}
-	// Nothing signs while the new key is being made: an approved request
-	// waits, its signer reporting why.
-	createAndApprove(t, client, requestFor(t, "waits", "example.com/held", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
-	framework.Eventually(t, 30*time.Second, "the signer reports the rotation", func(ctx context.Context) error {
-		s, err := client.CertificatesV1alpha1().Signers().Get(ctx, "example.com:held", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range s.Status.Conditions {
-			if c.Type == certv1alpha1.SignerReady && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "Preparing") {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %+v", s.Status.Conditions)
-	})
-	got, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, "waits", metav1.GetOptions{})
-	if err != nil || issued(got) {
-		t.Fatalf("a request was signed during Preparing: %v", err)
+	// The old CA signs while the new key is being made (and until the new
+	// one is trusted): an approved request is signed by it.
+	createAndApprove(t, client, requestFor(t, "old-signs", "example.com/held", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
+	if err := waitForCertificate(t, client, "old-signs").CheckSignatureFrom(oldCA); err != nil {
+		t.Fatalf("a request approved during Preparing is not signed by the old CA: %v", err)
+	}
+	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.Status.Phase != rotationv1alpha1.PhasePreparing || ca.Status.Current.Fingerprint != fingerprint(oldCA) || ca.Status.Next != nil {
+		t.Fatalf("paused before the new key: phase %q, current %s (old %s), next %+v", ca.Status.Phase, ca.Status.Current.Fingerprint, fingerprint(oldCA), ca.Status.Next)
 	}
 }
 
 // TestRotationSurvivesAKillAtEveryStep kills the server with SIGKILL at each
 // step of both phases, restarts it, and checks that the rotation ends in
 // the right phase with exactly one new key, the old key destroyed once
-// completed, and every certificate signed after Start from the new CA.
+// completed, and every certificate signed after Prepared from the new CA.
+// The Preparing steps: preparing-start (before the next key is made),
+// preparing-key-made (the next key in its store, the binding unchanged),
+// preparing-bound (the next key promoted in the binding, status not yet
+// Prepared). The CA waits for no trust (spec.rotation 0s), so the gate
+// between the last two opens at once; a kill while it waits is
+// TestTrustGateSurvivesAKillWhileItWaits.
 // Each step has its own server and data directory, and the kill comes from
 // the server's own hook, not from the test's timing: the steps run in
 // parallel (most of each is the restarted server waiting out the killed
@@ -320,7 +323,7 @@ func TestRotationSurvivesAKillAtEveryStep(t *testing.T) {
 			dataDir := t.TempDir()
 			ctx := context.Background()
 			first := framework.StartStandalone(t, dataDir)
-			createCAAndSigner(t, first.Client, "crash", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "crash CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256})
+			createCAAndSigner(t, first.Client, "crash", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "crash CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256, Rotation: framework.ImmediateRotation()})
 			oldCA := caOf(t, first.Client, "crash")
 			oldKeys := storedKeys(t, first, "crash")
 			if tc.action == rotationv1alpha1.RotationComplete {
