@@ -48,6 +48,10 @@ func main() {
 	rounds := flag.Int("rounds", 10, "rounds the scenarios take turns in (each round starts one scenario later, and every other round goes backwards)")
 	flag.IntVar(&burstRounds, "burst-rounds", 2, "bursts per API, taking turns in alternating order")
 	flag.StringVar(&burstKinds, "burst-kinds", "bootstrap,renewal", "which bursts: bootstrap (one shared bootstrap token, nodeclient), renewal (each node as itself, selfnodeclient)")
+	flag.IntVar(&stormNodes, "renewal-storm-nodes", 5000, "simulated nodes that renew after their CA's rotation reaches Prepared, each at rekey-agent's point in the renewal window (0 skips it; aggregated cluster)")
+	flag.DurationVar(&renewalWindow, "renewal-window", 60*time.Second, "spec.rotation.renewalWindow of the renewal storm's CA")
+	flag.IntVar(&gateConsumers, "gate-consumers", 5000, "TrustConsumers on one CA whose reports open a rotation's trust gate (0 skips it; aggregated cluster)")
+	flag.IntVar(&gateWorkers, "gate-workers", 32, "concurrent consumer reports in the trust-gate benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -64,6 +68,10 @@ var (
 	heapFile         string
 	aggProfilePrefix string
 	directOnly       bool
+	stormNodes       int
+	renewalWindow    time.Duration
+	gateConsumers    int
+	gateWorkers      int
 )
 
 func run(n, requesters, approvers, burst, rounds int, out string, skipNative bool) error {
@@ -180,6 +188,26 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		results[i] = sc.result()
 	}
 
+	// The rotation benchmarks run before the bursts: the storm rotates the
+	// kubelet client CA, and every certificate it signed before (a burst's)
+	// would stay pending and keep status.pendingRenewal above 0.
+	var storm *stormResult
+	var gate *gateResult
+	if cluster != nil && (stormNodes > 0 || gateConsumers > 0) {
+		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
+		admin := clientset.NewForConfigOrDie(adminCfg)
+		if stormNodes > 0 {
+			if storm, err = renewalStorm(ctx, admin, pids, stormNodes, renewalWindow); err != nil {
+				return fmt.Errorf("renewal storm: %w", err)
+			}
+		}
+		if gateConsumers > 0 {
+			if gate, err = trustGate(ctx, admin, pids, gateConsumers, gateWorkers); err != nil {
+				return fmt.Errorf("trust gate: %w", err)
+			}
+		}
+	}
+
 	var bursts []burstSet
 	if burst > 0 && cluster != nil {
 		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
@@ -257,6 +285,12 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		}
 	}
 	report := render(results, mem, bursts, n, requesters, rounds)
+	if storm != nil {
+		report += renderStorm(storm)
+	}
+	if gate != nil {
+		report += renderGate(gate)
+	}
 	fmt.Print(report)
 	if out != "" {
 		return os.WriteFile(out, []byte(report), 0o644)

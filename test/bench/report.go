@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -12,48 +13,19 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Machine: %s.\n\n", machine())
-	fmt.Fprintf(&b, "Command: `make bench` (%d issuances per scenario in %d interleaved rounds, %d concurrent requesters, ECDSA P-256).\n\n", n, rounds, requesters)
-	fmt.Fprintln(&b, "| scenario | issued | errors | issuances/s | per round | p50 | p95 | p99 | server CPU s / 1,000 | peak RSS (MiB) |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+	if n == 0 {
+		// A targeted run (no throughput scenarios): say exactly what ran.
+		fmt.Fprintf(&b, "Command: `go run ./test/bench %s`.\n", strings.Join(os.Args[1:], " "))
+		results = nil
+	} else {
+		fmt.Fprintf(&b, "Command: `make bench` (%d issuances per scenario in %d interleaved rounds, %d concurrent requesters, ECDSA P-256).\n\n", n, rounds, requesters)
+		renderThroughput(&b, results)
+	}
 	var native *result
 	for i := range results {
-		r := results[i]
-		if strings.HasPrefix(r.Name, "native") {
+		if strings.HasPrefix(results[i].Name, "native") {
 			native = &results[i]
 		}
-		per := make([]string, len(r.Rounds))
-		for j, t := range r.Rounds {
-			per[j] = fmt.Sprintf("%.0f", t)
-		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f |\n", r.Name, r.Issued, r.Errors, r.Throughput,
-			strings.Join(per, ", "), ms(r.P50), ms(r.P95), ms(r.P99), r.CPUPer1000, r.PeakRSSMiB)
-	}
-	if native != nil {
-		fmt.Fprint(&b, "\nRatio rekey / native:\n\n")
-		fmt.Fprintln(&b, "| scenario | throughput | p50 | p99 | CPU per 1,000 |")
-		fmt.Fprintln(&b, "|---|---|---|---|---|")
-		for _, r := range results {
-			if strings.HasPrefix(r.Name, "native") {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %.2fx | %.2fx | %.2fx | %.2fx |\n", r.Name, r.Throughput/native.Throughput,
-				float64(r.P50)/float64(native.P50), float64(r.P99)/float64(native.P99), r.CPUPer1000/native.CPUPer1000)
-		}
-	}
-	fmt.Fprint(&b, "\nServer CPU seconds per 1,000 issuances, by process (standalone: rekey-apiserver with its embedded etcd):\n\n")
-	fmt.Fprintln(&b, "| scenario | rekey-apiserver | kube-apiserver | kube-controller-manager | etcd | total |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
-	for _, r := range results {
-		if r.Issued == 0 {
-			continue
-		}
-		cpu := func(name string) string {
-			if v, ok := r.CPUByProcess[name]; ok {
-				return fmt.Sprintf("%.2f", v/float64(r.Issued)*1000)
-			}
-			return "-"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f |\n", r.Name, cpu("rekey-apiserver"), cpu("kube-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), r.CPUPer1000)
 	}
 	var rekeyRSS, kubeRSS float64
 	if mem != nil {
@@ -133,6 +105,52 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 		}
 	}
 	return b.String()
+}
+
+// renderThroughput is the throughput scenarios' tables.
+func renderThroughput(b *strings.Builder, results []result) {
+	fmt.Fprintln(b, "| scenario | issued | errors | issuances/s | per round | p50 | p95 | p99 | server CPU s / 1,000 | peak RSS (MiB) |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|---|")
+	var native *result
+	for i := range results {
+		r := results[i]
+		if strings.HasPrefix(r.Name, "native") {
+			native = &results[i]
+		}
+		per := make([]string, len(r.Rounds))
+		for j, t := range r.Rounds {
+			per[j] = fmt.Sprintf("%.0f", t)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f |\n", r.Name, r.Issued, r.Errors, r.Throughput,
+			strings.Join(per, ", "), ms(r.P50), ms(r.P95), ms(r.P99), r.CPUPer1000, r.PeakRSSMiB)
+	}
+	if native != nil {
+		fmt.Fprint(b, "\nRatio rekey / native:\n\n")
+		fmt.Fprintln(b, "| scenario | throughput | p50 | p99 | CPU per 1,000 |")
+		fmt.Fprintln(b, "|---|---|---|---|---|")
+		for _, r := range results {
+			if strings.HasPrefix(r.Name, "native") {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %.2fx | %.2fx | %.2fx | %.2fx |\n", r.Name, r.Throughput/native.Throughput,
+				float64(r.P50)/float64(native.P50), float64(r.P99)/float64(native.P99), r.CPUPer1000/native.CPUPer1000)
+		}
+	}
+	fmt.Fprint(b, "\nServer CPU seconds per 1,000 issuances, by process (standalone: rekey-apiserver with its embedded etcd):\n\n")
+	fmt.Fprintln(b, "| scenario | rekey-apiserver | kube-apiserver | kube-controller-manager | etcd | total |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|")
+	for _, r := range results {
+		if r.Issued == 0 {
+			continue
+		}
+		cpu := func(name string) string {
+			if v, ok := r.CPUByProcess[name]; ok {
+				return fmt.Sprintf("%.2f", v/float64(r.Issued)*1000)
+			}
+			return "-"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.2f |\n", r.Name, cpu("rekey-apiserver"), cpu("kube-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), r.CPUPer1000)
+	}
 }
 
 func check(b *strings.Builder, what string, ok bool) {
