@@ -41,7 +41,9 @@ const (
 )
 
 // TestInstallDefault: the one command installs a working rekey on its
-// embedded etcd; a new pod keeps every object; the uninstall removes
+// embedded etcd; a new pod keeps every object; a pod verifying a
+// rekey-issued serving certificate through a published ConfigMap sees no
+// failed handshake across a rotation of its CA; the uninstall removes
 // everything rekey made.
 func TestInstallDefault(t *testing.T) {
 	deploy := filepath.Join(framework.RepoRoot(), "artifacts", "deploy")
@@ -100,6 +102,10 @@ spec:
 	}
 	// The CA keys survived too: the same CA signs after the restart.
 	verifyChain(t, issue(t, "install-after-restart"), cert)
+
+	// On this install: a pod trusts a rekey-issued serving certificate
+	// through a published ConfigMap across a full rotation (trust_test.go).
+	servesThroughRotation(t)
 
 	uninstall(t, deploy)
 }
