@@ -135,6 +135,11 @@ func TestPrintStatusTrustStates(t *testing.T) {
 		not       []string
 	}{
 		"overridden": {ca: overridden, want: []string{"Overridden:", "2026-11-22T15:30:00Z (Prepare with force"}},
+		"prepared by override: the frozen wait is not shown as current": {ca: func() *rotationv1alpha1.CertificateAuthority {
+			ca := overridden.DeepCopy()
+			ca.Status.Phase, ca.Status.Current, ca.Status.Previous, ca.Status.Next = rotationv1alpha1.PhasePrepared, caCert(fpNew), caCert(fpOld), nil
+			return ca
+		}(), want: []string{"Overridden:", "2 naming this CA, 1 not holding the new CA when it became Prepared"}, not: []string{"Waiting for:"}},
 		"unpublished": {ca: unpublished, want: []string{"Published:", "not yet in every bundle rekey writes", "Unpublished:", "rekey-publisher (ConfigMaps, ClusterTrustBundles): not written yet"},
 			not: []string{"Waiting for:"}},
 		"prepared": {ca: prepared, consumers: consumersResult{items: []*rotationv1alpha1.TrustConsumer{consumer("kube-apiserver", "r", held("team-ca", at(0), fpOld, fpNew))}},

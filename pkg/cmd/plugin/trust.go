@@ -176,8 +176,14 @@ func printTrust(w io.Writer, ca *rotationv1alpha1.CertificateAuthority) {
 	for _, u := range t.Unpublished {
 		fmt.Fprintf(w, "  Unpublished:\t%s\n", u)
 	}
-	fmt.Fprintf(w, "  Consumers:\t%d naming this CA, %d not holding the new CA\n", t.Consumers, t.Waiting)
-	if len(t.WaitingFor) > 0 {
+	if s.Phase != rotationv1alpha1.PhasePreparing {
+		// status.trust stays as it stood when the rotation ended its
+		// wait; the table below shows what the consumers hold now.
+		fmt.Fprintf(w, "  Consumers:\t%d naming this CA, %d not holding the new CA when it became Prepared\n", t.Consumers, t.Waiting)
+	} else {
+		fmt.Fprintf(w, "  Consumers:\t%d naming this CA, %d not holding the new CA\n", t.Consumers, t.Waiting)
+	}
+	if len(t.WaitingFor) > 0 && s.Phase == rotationv1alpha1.PhasePreparing {
 		more := ""
 		if n := int(t.Waiting) - len(t.WaitingFor); n > 0 {
 			more = fmt.Sprintf(" and %d more", n)
