@@ -377,7 +377,6 @@ const CertificateAuthorityTrustPropagated = "TrustPropagated"
 
 // Reasons of the TrustPropagated condition.
 const (
-	ReasonMakingKey             = "MakingKey"
 	ReasonWaitingForPublication = "WaitingForPublication"
 	ReasonWaitingForConsumers   = "WaitingForConsumers"
 	ReasonWaitingForPropagation = "WaitingForPropagation"
