@@ -1,7 +1,8 @@
 // Package agent is rekey-agent's command line: the flags of `run`, wired
-// into pkg/agent's managers and run loop, and `exec-credential`, which
+// into pkg/agent's managers and run loop, `exec-credential`, which
 // hands the current client certificate to client-go (the kubelet's
-// kubeconfig can name rekey-agent as its exec credential plugin).
+// kubeconfig can name rekey-agent as its exec credential plugin), and
+// `trust-sync`, which keeps a trust consumer's CA file (pkg/trustsync).
 package agent
 
 import (
@@ -25,6 +26,7 @@ import (
 	"rekey.io/rekey/pkg/agent"
 	"rekey.io/rekey/pkg/agent/tpmnode"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/trustsync"
 )
 
 // Default signers of node client and serving certificates.
@@ -84,7 +86,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		Short:        "Bootstrap and renew a node's certificates through certificates.rekey.io",
 		SilenceUsage: true,
 	}
-	root.AddCommand(newRunCommand(), newExecCredentialCommand(out))
+	root.AddCommand(newRunCommand(), newExecCredentialCommand(out), newTrustSyncCommand())
 	return root
 }
 
@@ -300,5 +302,44 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&certDir, "cert-dir", "", "directory rekey-agent run keeps the certificate in")
 	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "the --renew-before `run` has, so that the expiration given to client-go is the renewal deadline")
+	return cmd
+}
+
+func newTrustSyncCommand() *cobra.Command {
+	var kubeconfig string
+	var o trustsync.Options
+	cmd := &cobra.Command{
+		Use:   "trust-sync",
+		Short: "Keep a CA file (a --client-ca-file, say) holding CertificateAuthorities' trust bundles, and report what it holds as a TrustConsumer",
+		Long: `trust-sync writes the union of the --ca CertificateAuthorities' trust bundles and the
+--include certificates to --file (atomically, mode 0644, only when it changes), runs --exec
+after a change, and reports to rekey, as TrustConsumer --consumer, which certificates of each
+CA the file holds. A rotation of those CAs stays Preparing, the old CA signing, until the file
+holds the new CA. Without --once it watches the CAs and keeps going.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			// Empty --kubeconfig: in-cluster (a DaemonSet's service account).
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig: %w", err)
+			}
+			client, err := clientset.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return trustsync.Run(cmd.Context(), client, o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of a user with the rekey:trust-consumer role (empty: in-cluster)")
+	fs.StringVar(&o.Consumer, "consumer", "", "the TrustConsumer's name (a DNS subdomain): created if missing, reported as")
+	fs.StringVar(&o.File, "file", "", "the CA file to keep (what kube-apiserver's or the kubelet's --client-ca-file, or etcd's --trusted-ca-file, names)")
+	fs.StringArrayVar(&o.CAs, "ca", nil, "a CertificateAuthority whose trust bundle the file holds (repeatable, at most 16)")
+	fs.StringArrayVar(&o.Include, "include", nil, "a PEM file of fixed certificates written first (repeatable; the cluster's own CA, say)")
+	fs.BoolVar(&o.Once, "once", false, "one pass (write, --exec, report), then exit: non-zero on any failure")
+	fs.StringVar(&o.Exec, "exec", "", "a command run with sh -c after the file changed (within 2m); while it fails, the report waits and it is retried")
 	return cmd
 }

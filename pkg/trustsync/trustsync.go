@@ -1,0 +1,608 @@
+// Package trustsync keeps a trust bundle file for a trust consumer
+// (kube-apiserver's --client-ca-file, a kubelet's clientCAFile, etcd's
+// --trusted-ca-file): the union of some CertificateAuthorities' trust
+// bundles and fixed certificates, written atomically, and reports to rekey,
+// as TrustConsumer NAME, which certificates of each CA the file holds. A
+// rotation of those CAs stays Preparing (the old CA signing) until every
+// consumer reports holding the new CA: this is how a consumer says so.
+// It is `rekey-agent trust-sync`.
+package trustsync
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/strictpem"
+)
+
+const (
+	// MaxCAs is how many CAs one consumer may name (the API's limit).
+	MaxCAs = 16
+	// maxFileBytes caps every PEM read (an --include file, the file kept,
+	// a CA's bundle) before it is parsed.
+	maxFileBytes = 1 << 20
+	// maxCertificates caps the certificates of one PEM source.
+	maxCertificates = 64
+	// maxFingerprints is how many fingerprints one report per CA may hold
+	// (the API's limit); a CA's bundle has two or three.
+	maxFingerprints = 8
+	// ExecTimeout bounds one run of --exec.
+	ExecTimeout = 2 * time.Minute
+)
+
+// Options are trust-sync's flags.
+type Options struct {
+	// Consumer is the TrustConsumer's name.
+	Consumer string
+	// File is the bundle file kept.
+	File string
+	// CAs are the CertificateAuthorities whose bundles the file holds.
+	CAs []string
+	// Include are PEM files of fixed certificates written first.
+	Include []string
+	// Exec is run with sh -c after the file changed.
+	Exec string
+	// Once does one pass and returns.
+	Once bool
+}
+
+// Validate checks the options without asking the server: a name the
+// server would refuse is named here, with the flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Consumer == "" {
+		errs = append(errs, errors.New("--consumer is required"))
+	} else if msgs := validation.IsDNS1123Subdomain(o.Consumer); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--consumer %q is not a valid TrustConsumer name (a DNS subdomain: lowercase letters, digits, '-' and '.'): %v", o.Consumer, msgs))
+	}
+	if o.File == "" {
+		errs = append(errs, errors.New("--file is required"))
+	}
+	switch {
+	case len(o.CAs) == 0:
+		errs = append(errs, errors.New("--ca is required (at least one CertificateAuthority)"))
+	case len(o.CAs) > MaxCAs:
+		errs = append(errs, fmt.Errorf("--ca is given %d times; a consumer names at most %d CertificateAuthorities", len(o.CAs), MaxCAs))
+	}
+	seen := sets.New[string]()
+	for _, ca := range o.CAs {
+		if msgs := validation.IsDNS1123Subdomain(ca); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--ca %q is not a valid CertificateAuthority name: %v", ca, msgs))
+		}
+		if seen.Has(ca) {
+			errs = append(errs, fmt.Errorf("--ca %q is given twice", ca))
+		}
+		seen.Insert(ca)
+	}
+	for _, f := range o.Include {
+		if f == "" {
+			errs = append(errs, errors.New("--include must name a file"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Syncer keeps one file and reports for one consumer.
+type Syncer struct {
+	Options
+	Client clientset.Interface
+
+	// reported is what the server was last told or found to hold, per CA
+	// (nil until the consumer was read): a pass that would report the
+	// same asks nothing.
+	reported map[string][]string
+	// execPending: the file changed and --exec has not succeeded since.
+	execPending bool
+	// runExec runs --exec; nil runs it with sh -c (tests replace it).
+	runExec func(ctx context.Context, command string) ([]byte, error)
+}
+
+// Run keeps the file and the report current until ctx is done (or, with
+// Once, does one pass and returns its error).
+func Run(ctx context.Context, client clientset.Interface, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	s := &Syncer{Options: o, Client: client}
+	if o.Once {
+		return s.Once(ctx)
+	}
+	return s.Watch(ctx)
+}
+
+// Once reads every CA, writes the file if it changed, runs --exec and
+// reports: one pass.
+func (s *Syncer) Once(ctx context.Context) error {
+	cas := make(map[string]*rotationv1alpha1.CertificateAuthority, len(s.CAs))
+	for _, name := range s.CAs {
+		ca, err := s.Client.RotationV1alpha1().CertificateAuthorities().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading CertificateAuthority %s: %w", name, err)
+		}
+		cas[name] = ca
+	}
+	return s.Sync(ctx, cas)
+}
+
+// Watch watches each CA (a get, then a watch by name from its
+// resourceVersion, re-established with backoff) and makes a pass on every
+// change, retrying a failed pass with backoff, until ctx is done.
+func (s *Syncer) Watch(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	var mu sync.Mutex
+	cas := map[string]*rotationv1alpha1.CertificateAuthority{}
+	seen := sets.New[string]()
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, name := range s.CAs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchCA(ctx, s.Client, name, func(ca *rotationv1alpha1.CertificateAuthority) {
+				mu.Lock()
+				if ca == nil {
+					delete(cas, name)
+				} else {
+					cas[name] = ca
+				}
+				seen.Insert(name)
+				mu.Unlock()
+				notify()
+			})
+		}()
+	}
+	backoff := retryBackoff()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-retry:
+		}
+		mu.Lock()
+		// Until every CA was read once (found or not), a pass would drop
+		// what the file holds of the others.
+		ready := seen.Len() == len(s.CAs)
+		snapshot := make(map[string]*rotationv1alpha1.CertificateAuthority, len(cas))
+		for k, v := range cas {
+			snapshot[k] = v
+		}
+		mu.Unlock()
+		if !ready {
+			continue
+		}
+		if err := s.Sync(ctx, snapshot); err != nil {
+			delay := backoff.Step()
+			logger.Error(err, "Trust bundle not synced; retrying", "consumer", s.Consumer, "file", s.File, "in", delay)
+			retry = time.After(delay)
+			continue
+		}
+		backoff = retryBackoff()
+		retry = nil
+	}
+}
+
+// retryBackoff is the wait after a failed pass: 1s doubling to 5m,
+// jittered (consumers failing together do not retry together).
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Cap: 5 * time.Minute, Steps: math.MaxInt32}
+}
+
+// watchBackoff is the wait before watching a CA again: 1s doubling to a
+// minute while the watch cannot be established.
+func watchBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Cap: time.Minute, Steps: math.MaxInt32}
+}
+
+// watchCA calls set with the CA named name (nil while it does not exist)
+// after a get and at every change, until ctx is done.
+func watchCA(ctx context.Context, client clientset.Interface, name string, set func(*rotationv1alpha1.CertificateAuthority)) {
+	logger := klog.FromContext(ctx).WithValues("certificateAuthority", name)
+	backoff := watchBackoff()
+	cas := client.RotationV1alpha1().CertificateAuthorities()
+	for ctx.Err() == nil {
+		err := func() error {
+			ca, err := cas.Get(ctx, name, metav1.GetOptions{})
+			rv := ""
+			switch {
+			case apierrors.IsNotFound(err):
+				// Watched from now: its creation arrives as an event.
+				set(nil)
+			case err != nil:
+				return err
+			default:
+				rv = ca.ResourceVersion
+				set(ca)
+			}
+			w, err := cas.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv})
+			if err != nil {
+				return err
+			}
+			defer w.Stop()
+			backoff = watchBackoff()
+			for {
+				var ev watch.Event
+				var open bool
+				select {
+				case <-ctx.Done():
+					return nil
+				case ev, open = <-w.ResultChan():
+				}
+				if !open {
+					return nil
+				}
+				switch ev.Type {
+				case watch.Added, watch.Modified, watch.Deleted:
+					ca, ok := ev.Object.(*rotationv1alpha1.CertificateAuthority)
+					if !ok || ca.Name != name {
+						// The server selects by name; a stray object
+						// would stand for this CA.
+						continue
+					}
+					if ev.Type == watch.Deleted {
+						ca = nil
+					}
+					set(ca)
+				case watch.Error:
+					// An expired resourceVersion, say: get again.
+					return apierrors.FromObject(ev.Object)
+				}
+			}
+		}()
+		if err != nil {
+			logger.Info("Watching the CertificateAuthority failed; again with backoff", "err", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// Sync writes the file from cas (the CAs found; a CA missing has nothing
+// in the file and no report), runs --exec after a change and reports.
+func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.CertificateAuthority) error {
+	logger := klog.FromContext(ctx).WithValues("consumer", s.Consumer, "file", s.File)
+	bundles := map[string][]*x509.Certificate{}
+	var sources [][]*x509.Certificate
+	for _, path := range s.Include {
+		data, err := readCapped(path)
+		if err != nil {
+			return fmt.Errorf("--include: %w", err)
+		}
+		certs, err := strictpem.Certificates(data, maxCertificates)
+		if err != nil {
+			return fmt.Errorf("--include %s: %w", path, err)
+		}
+		sources = append(sources, certs)
+	}
+	for _, name := range s.CAs {
+		ca := cas[name]
+		if ca == nil {
+			logger.Info("CertificateAuthority not found: nothing of it in the file", "certificateAuthority", name)
+			continue
+		}
+		if ca.Status.TrustBundle == "" {
+			logger.Info("CertificateAuthority has no trust bundle yet", "certificateAuthority", name)
+			continue
+		}
+		if len(ca.Status.TrustBundle) > maxFileBytes {
+			return fmt.Errorf("CertificateAuthority %s: the trust bundle is larger than %d bytes", name, maxFileBytes)
+		}
+		certs, err := strictpem.Certificates([]byte(ca.Status.TrustBundle), maxCertificates)
+		if err != nil {
+			return fmt.Errorf("CertificateAuthority %s: trust bundle: %w", name, err)
+		}
+		bundles[name] = certs
+		sources = append(sources, certs)
+	}
+	content := Union(sources...)
+	if len(content) == 0 {
+		return errors.New("no certificate to write yet: no --include, and no --ca found with a trust bundle")
+	}
+	old, err := readCapped(s.File)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if !bytes.Equal(old, content) {
+		if err := WriteFileAtomic(s.File, content, 0o644); err != nil {
+			return err
+		}
+		logger.Info("Trust bundle written", "certificates", bytes.Count(content, []byte("-----BEGIN ")))
+		s.execPending = s.Exec != ""
+	}
+	if s.execPending {
+		if err := s.exec(ctx); err != nil {
+			// The report waits: the consumer (which --exec tells to load
+			// the file) may not hold what the file holds.
+			return err
+		}
+		s.execPending = false
+	}
+	held, err := fileFingerprints(content)
+	if err != nil {
+		return err
+	}
+	return s.report(ctx, Holds(s.CAs, bundles, held))
+}
+
+// exec runs --exec with sh -c within ExecTimeout.
+func (s *Syncer) exec(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ExecTimeout)
+	defer cancel()
+	run := s.runExec
+	if run == nil {
+		run = runShell
+	}
+	out, err := run(ctx, s.Exec)
+	if err != nil {
+		if len(out) > 4096 {
+			out = out[len(out)-4096:]
+		}
+		return fmt.Errorf("--exec %q after the file changed: %w (output: %q)", s.Exec, err, out)
+	}
+	klog.FromContext(ctx).Info("Ran --exec after the file changed", "consumer", s.Consumer, "command", s.Exec)
+	return nil
+}
+
+func runShell(ctx context.Context, command string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	// A child that keeps the output open does not hold the wait past
+	// the timeout.
+	cmd.WaitDelay = 5 * time.Second
+	return cmd.CombinedOutput()
+}
+
+// Union is the PEM of every certificate of sources, in order, each DER
+// once (the first time it appears).
+func Union(sources ...[]*x509.Certificate) []byte {
+	var out []byte
+	seen := sets.New[string]()
+	for _, certs := range sources {
+		for _, c := range certs {
+			if seen.Has(string(c.Raw)) {
+				continue
+			}
+			seen.Insert(string(c.Raw))
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		}
+	}
+	return out
+}
+
+// fileFingerprints are the fingerprints of the certificates in content.
+func fileFingerprints(content []byte) (sets.Set[string], error) {
+	certs, err := strictpem.Certificates(content, (MaxCAs+1)*maxCertificates)
+	if err != nil {
+		return nil, fmt.Errorf("the written bundle: %w", err)
+	}
+	held := sets.New[string]()
+	for _, c := range certs {
+		held.Insert(signing.Fingerprint(c))
+	}
+	return held, nil
+}
+
+// Holds is the report: for each CA found (in flag order), the
+// fingerprints of its bundle's certificates that held has, sorted, at
+// most maxFingerprints (the bundle's first: the one that signs and the
+// next or previous).
+func Holds(names []string, bundles map[string][]*x509.Certificate, held sets.Set[string]) []rotationv1alpha1.TrustHeld {
+	var holds []rotationv1alpha1.TrustHeld
+	for _, name := range names {
+		certs, ok := bundles[name]
+		if !ok {
+			continue
+		}
+		fps := sets.New[string]()
+		for _, c := range certs {
+			if fp := signing.Fingerprint(c); held.Has(fp) && fps.Len() < maxFingerprints {
+				fps.Insert(fp)
+			}
+		}
+		holds = append(holds, rotationv1alpha1.TrustHeld{CertificateAuthority: name, Fingerprints: sets.List(fps)})
+	}
+	return holds
+}
+
+// report makes the server's TrustConsumer name the CAs and hold holds:
+// it is created when missing (and again after an operator deleted it: a
+// consumer that runs is not gone), its spec updated when the CA list
+// differs, its status when the holds do. Nothing is asked when holds is
+// what was reported last.
+func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld) error {
+	want := map[string][]string{}
+	for _, h := range holds {
+		want[h.CertificateAuthority] = h.Fingerprints
+	}
+	if s.reported != nil && sameHolds(s.reported, want) {
+		return nil
+	}
+	consumers := s.Client.RotationV1alpha1().TrustConsumers()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tc, err := s.ensure(ctx)
+		if err != nil {
+			return err
+		}
+		if sameHolds(heldBy(tc), want) {
+			return nil
+		}
+		tc = tc.DeepCopy()
+		// The server stamps reportTime on what changed.
+		tc.Status.Holds = holds
+		_, err = consumers.UpdateStatus(ctx, tc, metav1.UpdateOptions{FieldManager: "rekey-agent-trust-sync"})
+		if err == nil {
+			klog.FromContext(ctx).Info("Reported the CA certificates held", "consumer", s.Consumer, "holds", holds)
+		}
+		return err
+	})
+	if err != nil {
+		s.reported = nil
+		return fmt.Errorf("reporting for TrustConsumer %s: %w", s.Consumer, hint(err))
+	}
+	s.reported = want
+	return nil
+}
+
+// ensure returns the TrustConsumer, created with the CA list when missing
+// and with its spec updated when the list differs.
+func (s *Syncer) ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, error) {
+	consumers := s.Client.RotationV1alpha1().TrustConsumers()
+	tc, err := consumers.Get(ctx, s.Consumer, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		tc, err = consumers.Create(ctx, &rotationv1alpha1.TrustConsumer{
+			ObjectMeta: metav1.ObjectMeta{Name: s.Consumer},
+			Spec:       rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: slices.Clone(s.CAs)},
+		}, metav1.CreateOptions{FieldManager: "rekey-agent-trust-sync"})
+		if err == nil {
+			klog.FromContext(ctx).Info("Registered the trust consumer", "consumer", s.Consumer, "certificateAuthorities", s.CAs)
+		}
+		if apierrors.IsAlreadyExists(err) {
+			// Another trust-sync of this name, or a restart, was first.
+			tc, err = consumers.Get(ctx, s.Consumer, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !sets.New(tc.Spec.CertificateAuthorities...).Equal(sets.New(s.CAs...)) {
+		tc = tc.DeepCopy()
+		tc.Spec.CertificateAuthorities = slices.Clone(s.CAs)
+		if tc, err = consumers.Update(ctx, tc, metav1.UpdateOptions{FieldManager: "rekey-agent-trust-sync"}); err != nil {
+			return nil, err
+		}
+		klog.FromContext(ctx).Info("Updated the trust consumer's CertificateAuthorities", "consumer", s.Consumer, "certificateAuthorities", s.CAs)
+	}
+	return tc, nil
+}
+
+// hint adds what a refusal most likely means.
+func hint(err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%w (trust-sync needs the rekey:trust-consumer ClusterRole, the verb trust on each --ca, and to be the user that registered the consumer)", err)
+	}
+	return err
+}
+
+func heldBy(tc *rotationv1alpha1.TrustConsumer) map[string][]string {
+	held := map[string][]string{}
+	for _, h := range tc.Status.Holds {
+		held[h.CertificateAuthority] = h.Fingerprints
+	}
+	return held
+}
+
+func sameHolds(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for ca, fps := range a {
+		other, ok := b[ca]
+		if !ok || !sets.New(fps...).Equal(sets.New(other...)) {
+			return false
+		}
+	}
+	return true
+}
+
+// readCapped reads path whole, refusing more than maxFileBytes before
+// holding it all.
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxFileBytes)
+	}
+	return data, nil
+}
+
+// WriteFileAtomic replaces path with data so that a reader sees the old
+// file or the new one, whole, even across a crash: a temporary file in
+// the same directory, written, synced and given mode, renamed over path,
+// and the directory synced (so that the rename itself is durable).
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone already after the rename
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		// Chmod, not the create mode: the umask does not apply.
+		err = tmp.Chmod(mode)
+	}
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if closeErr := d.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}

@@ -1,0 +1,408 @@
+package trustsync
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/pki"
+	"rekey.io/rekey/pkg/signing"
+	"rekey.io/rekey/pkg/strictpem"
+)
+
+func newCA(t *testing.T, name string) *pki.KeyPair {
+	t.Helper()
+	ca, err := pki.NewCA(name, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// caObject is CertificateAuthority name with bundle as its trust bundle.
+func caObject(name string, bundle ...*pki.KeyPair) *rotationv1alpha1.CertificateAuthority {
+	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, kp := range bundle {
+		ca.Status.TrustBundle += string(kp.CertPEM())
+	}
+	return ca
+}
+
+func fp(kp *pki.KeyPair) string { return signing.Fingerprint(kp.Cert) }
+
+// fileCerts are the certificates of the file, by subject CN, in order.
+func fileCerts(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := strictpem.Certificates(data, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cns []string
+	for _, c := range certs {
+		cns = append(cns, c.Subject.CommonName)
+	}
+	return cns
+}
+
+func consumer(t *testing.T, client *fake.Clientset, name string) *rotationv1alpha1.TrustConsumer {
+	t.Helper()
+	tc, err := client.RotationV1alpha1().TrustConsumers().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+func holds(tc *rotationv1alpha1.TrustConsumer) map[string][]string {
+	out := map[string][]string{}
+	for _, h := range tc.Status.Holds {
+		out[h.CertificateAuthority] = h.Fingerprints
+	}
+	return out
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
+}
+
+// execCounter stands in for sh -c: it counts runs and fails while fail is
+// set.
+type execCounter struct {
+	mu   sync.Mutex
+	runs int
+	fail bool
+}
+
+func (e *execCounter) run(context.Context, string) ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runs++
+	if e.fail {
+		return []byte("reload failed"), errors.New("exit status 1")
+	}
+	return nil, nil
+}
+
+func (e *execCounter) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs
+}
+
+func TestValidate(t *testing.T) {
+	many := make([]string, MaxCAs+1)
+	for i := range many {
+		many[i] = "ca" + string(rune('a'+i))
+	}
+	for name, tc := range map[string]struct {
+		o    Options
+		want string
+	}{
+		"ok":            {Options{Consumer: "kube-apiserver.node-1", File: "/f", CAs: []string{"a"}}, ""},
+		"no consumer":   {Options{File: "/f", CAs: []string{"a"}}, "--consumer is required"},
+		"bad consumer":  {Options{Consumer: "Kube_APIServer", File: "/f", CAs: []string{"a"}}, `--consumer "Kube_APIServer" is not a valid TrustConsumer name`},
+		"no file":       {Options{Consumer: "c", CAs: []string{"a"}}, "--file is required"},
+		"no CA":         {Options{Consumer: "c", File: "/f"}, "--ca is required"},
+		"a CA twice":    {Options{Consumer: "c", File: "/f", CAs: []string{"a", "a"}}, `--ca "a" is given twice`},
+		"a bad CA name": {Options{Consumer: "c", File: "/f", CAs: []string{"A B"}}, `--ca "A B" is not a valid`},
+		"too many CAs":  {Options{Consumer: "c", File: "/f", CAs: many}, "at most 16"},
+		"empty include": {Options{Consumer: "c", File: "/f", CAs: []string{"a"}, Include: []string{""}}, "--include must name a file"},
+	} {
+		err := tc.o.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// The file is the included certificates first, then each CA's bundle in
+// flag order, each certificate once.
+func TestUnionOrderAndDedup(t *testing.T) {
+	x, y, a, b := newCA(t, "x"), newCA(t, "y"), newCA(t, "a"), newCA(t, "b")
+	dir := t.TempDir()
+	include := filepath.Join(dir, "fixed.pem")
+	if err := os.WriteFile(include, append(x.CertPEM(), y.CertPEM()...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewSimpleClientset(caObject("ca1", y, a), caObject("ca2", a, b))
+	s := &Syncer{Options: Options{Consumer: "c", File: filepath.Join(dir, "ca.crt"), CAs: []string{"ca2", "ca1"}, Include: []string{include}}, Client: client}
+	if err := s.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fileCerts(t, s.File), []string{"x", "y", "a", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("file holds %v, want %v", got, want)
+	}
+	// Included certificates that a CA's bundle also holds count for the CA.
+	if got, want := holds(consumer(t, client, "c")), map[string][]string{"ca1": sorted(fp(y), fp(a)), "ca2": sorted(fp(a), fp(b))}; !equalHolds(got, want) {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+}
+
+func equalHolds(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A pass that would write the same bytes leaves the file alone (same
+// inode, same time) and runs nothing; a change replaces it, mode 0644,
+// and runs --exec once.
+func TestUnchangedContentIsNotRewritten(t *testing.T) {
+	a, next := newCA(t, "a"), newCA(t, "next")
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	ex := &execCounter{}
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}, Exec: "reload"}, Client: client, runExec: ex.run}
+	ctx := context.Background()
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info := stat(t, file)
+	if info.Mode().Perm() != 0o644 || ex.count() != 1 {
+		t.Fatalf("mode %v, --exec run %d times; want 0644 and once", info.Mode().Perm(), ex.count())
+	}
+	past := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(file, past, past); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := stat(t, file)
+	if !again.ModTime().Equal(past) || inode(again) != inode(info) || ex.count() != 1 {
+		t.Fatalf("unchanged content: mtime %s (was %s), inode %d (was %d), --exec %d runs", again.ModTime(), past, inode(again), inode(info), ex.count())
+	}
+	for _, act := range client.Actions() {
+		if act.GetResource().Resource == "trustconsumers" {
+			t.Fatalf("an unchanged report asked the server: %v", act)
+		}
+	}
+	ca := caObject("ca", a, next)
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(ctx, ca, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a", "next"}) || ex.count() != 2 || stat(t, file).Mode().Perm() != 0o644 {
+		t.Fatalf("after the change: %v, --exec %d runs", got, ex.count())
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, sorted(fp(a), fp(next))) {
+		t.Fatalf("reported %v", got)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(file)); len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+}
+
+func stat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func inode(info os.FileInfo) uint64 { return info.Sys().(*syscall.Stat_t).Ino }
+
+// While --exec fails after a change, the report waits (the consumer may
+// not have loaded the file) and the next pass runs it again.
+func TestFailedExecHoldsTheReportBack(t *testing.T) {
+	a, next := newCA(t, "a"), newCA(t, "next")
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	ex := &execCounter{}
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}, Exec: "reload"}, Client: client, runExec: ex.run}
+	ctx := context.Background()
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(ctx, caObject("ca", a, next), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ex.fail = true
+	if err := s.Once(ctx); err == nil || !strings.Contains(err.Error(), "reload failed") {
+		t.Fatalf("a failed --exec: %v", err)
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, []string{fp(a)}) {
+		t.Fatalf("reported %v while --exec failed, want the old report", got)
+	}
+	ex.fail = false
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, sorted(fp(a), fp(next))) || ex.count() != 3 {
+		t.Fatalf("after --exec succeeded: reported %v, %d runs", got, ex.count())
+	}
+}
+
+// The consumer is created with the CA list, and its spec follows the
+// flags; a create that loses a race reads the winner's object.
+func TestConsumerCreatedThenSpecUpdated(t *testing.T) {
+	a, b := newCA(t, "a"), newCA(t, "b")
+	client := fake.NewSimpleClientset(caObject("ca1", a), caObject("ca2", b))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	ctx := context.Background()
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca1"}}, Client: client}
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tc := consumer(t, client, "c"); !slices.Equal(tc.Spec.CertificateAuthorities, []string{"ca1"}) {
+		t.Fatalf("created with %v", tc.Spec.CertificateAuthorities)
+	}
+	s = &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca1", "ca2"}}, Client: client}
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tc := consumer(t, client, "c")
+	if !slices.Equal(tc.Spec.CertificateAuthorities, []string{"ca1", "ca2"}) {
+		t.Fatalf("spec not updated: %v", tc.Spec.CertificateAuthorities)
+	}
+	if got, want := holds(tc), map[string][]string{"ca1": {fp(a)}, "ca2": {fp(b)}}; !equalHolds(got, want) {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+
+	// The race: the Get says missing, the create finds it made.
+	raced := fake.NewSimpleClientset(caObject("ca1", a))
+	raced.PrependReactor("create", "trustconsumers", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj := action.(k8stesting.CreateAction).GetObject().(*rotationv1alpha1.TrustConsumer).DeepCopy()
+		if err := raced.Tracker().Add(obj); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewAlreadyExists(rotationv1alpha1.Resource("trustconsumers"), obj.Name)
+	})
+	s = &Syncer{Options: Options{Consumer: "c", File: filepath.Join(t.TempDir(), "ca.crt"), CAs: []string{"ca1"}}, Client: raced}
+	if err := s.Once(ctx); err != nil {
+		t.Fatalf("after losing the create race: %v", err)
+	}
+	if got := holds(consumer(t, raced, "c"))["ca1"]; !slices.Equal(got, []string{fp(a)}) {
+		t.Fatalf("reported %v after the race", got)
+	}
+}
+
+// A CA that does not exist has nothing in the file and no report; the
+// others are written and reported. With no certificate at all, nothing
+// is written.
+func TestMissingCAIsLeftOut(t *testing.T) {
+	a := newCA(t, "a")
+	client := fake.NewSimpleClientset(caObject("ca1", a))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"missing", "ca1"}}, Client: client}
+	if err := s.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("file holds %v", got)
+	}
+	if got, want := holds(consumer(t, client, "c")), map[string][]string{"ca1": {fp(a)}}; !equalHolds(got, want) {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+	empty := filepath.Join(t.TempDir(), "ca.crt")
+	s = &Syncer{Options: Options{Consumer: "d", File: empty, CAs: []string{"missing"}}, Client: client}
+	if err := s.Once(context.Background()); err == nil {
+		t.Fatal("nothing to write, and no error")
+	}
+	if _, err := os.Stat(empty); !os.IsNotExist(err) {
+		t.Fatalf("an empty bundle was written: %v", err)
+	}
+}
+
+// PEM files are capped before they are parsed.
+func TestOversizedIncludeRefused(t *testing.T) {
+	a := newCA(t, "a")
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.pem")
+	if err := os.WriteFile(big, bytes.Repeat(a.CertPEM(), maxFileBytes/len(a.CertPEM())+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{Options: Options{Consumer: "c", File: filepath.Join(dir, "ca.crt"), CAs: []string{"ca"}, Include: []string{big}}, Client: fake.NewSimpleClientset(caObject("ca", a))}
+	if err := s.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("an oversized --include: %v", err)
+	}
+}
+
+// Without --once, a change of a watched CA (the next CA added to its
+// bundle) is written and reported.
+func TestWatchFollowsTheCA(t *testing.T) {
+	a, next, other := newCA(t, "a"), newCA(t, "next"), newCA(t, "other")
+	client := fake.NewSimpleClientset(caObject("ca1", a), caObject("ca2", other))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	ex := &execCounter{}
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca1", "ca2"}, Exec: "reload"}, Client: client, runExec: ex.run}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}()
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	reported := func(want map[string][]string) func() bool {
+		return func() bool {
+			tc, err := client.RotationV1alpha1().TrustConsumers().Get(ctx, "c", metav1.GetOptions{})
+			return err == nil && equalHolds(holds(tc), want)
+		}
+	}
+	eventually("the first report", reported(map[string][]string{"ca1": {fp(a)}, "ca2": {fp(other)}}))
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a", "other"}) {
+		t.Fatalf("file holds %v", got)
+	}
+	// Preparing: the next CA joins the bundle.
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, caObject("ca1", a, next), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the next CA not reported", reported(map[string][]string{"ca1": sorted(fp(a), fp(next)), "ca2": {fp(other)}}))
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a", "next", "other"}) || ex.count() != 2 {
+		t.Fatalf("file holds %v after %d --exec runs", got, ex.count())
+	}
+}
+
+// Holds lists, per CA found, the fingerprints of its certificates the
+// file holds, and no CA that was not found.
+func TestHolds(t *testing.T) {
+	a, b, c := newCA(t, "a"), newCA(t, "b"), newCA(t, "c")
+	bundles := map[string][]*x509.Certificate{"ca1": {a.Cert, b.Cert}, "ca2": {c.Cert}}
+	got := Holds([]string{"ca2", "missing", "ca1"}, bundles, sets.New(fp(a), fp(c)))
+	want := []rotationv1alpha1.TrustHeld{{CertificateAuthority: "ca2", Fingerprints: []string{fp(c)}}, {CertificateAuthority: "ca1", Fingerprints: []string{fp(a)}}}
+	if len(got) != len(want) || got[0].CertificateAuthority != "ca2" || !slices.Equal(got[0].Fingerprints, want[0].Fingerprints) || !slices.Equal(got[1].Fingerprints, want[1].Fingerprints) {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+}
