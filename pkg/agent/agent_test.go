@@ -248,7 +248,7 @@ func TestExecCredential(t *testing.T) {
 		}
 		return &ec
 	}
-	data, err := ExecCredential(pair, t0.Add(time.Hour), 0)
+	data, err := ExecCredential(pair, t0.Add(time.Hour), 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,17 +263,41 @@ func TestExecCredential(t *testing.T) {
 		t.Errorf("expiration %s, want the renewal deadline %s", ec.Status.ExpirationTimestamp, want)
 	}
 	// Past the deadline: ask again within ten seconds, never after expiry.
-	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+55*time.Second), 0)))
+	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+55*time.Second), 0, time.Time{})))
 	if !late.Status.ExpirationTimestamp.Time.Equal(t0.Add(10 * time.Hour)) {
 		t.Errorf("late expiration %s, want the certificate's end", late.Status.ExpirationTimestamp)
 	}
-	if later := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+30*time.Minute), 0))); !later.Status.ExpirationTimestamp.Time.Equal(t0.Add(9*time.Hour + 30*time.Minute + 10*time.Second)) {
+	if later := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+30*time.Minute), 0, time.Time{}))); !later.Status.ExpirationTimestamp.Time.Equal(t0.Add(9*time.Hour + 30*time.Minute + 10*time.Second)) {
 		t.Errorf("past the deadline: expiration %s, want ten seconds on", later.Status.ExpirationTimestamp)
 	}
 	// With --renew-before, the deadline run uses.
-	early := decode(must(ExecCredential(pair, t0.Add(time.Hour), 8*time.Hour)))
+	early := decode(must(ExecCredential(pair, t0.Add(time.Hour), 8*time.Hour, time.Time{})))
 	if !early.Status.ExpirationTimestamp.Time.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("with renew-before 8h: expiration %s, want two hours after issue", early.Status.ExpirationTimestamp)
+	}
+	// A rotation's renewal point that `run` noted: client-go asks again
+	// then, so that the kubelet takes the renewed certificate at once.
+	point := t0.Add(90 * time.Minute)
+	if err := s.SetEarlyRenewal(pair.Leaf, point); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.EarlyRenewal(pair.Leaf); !got.Equal(point) {
+		t.Fatalf("noted early renewal %s, want %s", got, point)
+	}
+	rotating := decode(must(ExecCredential(pair, t0.Add(time.Hour), 0, s.EarlyRenewal(pair.Leaf))))
+	if !rotating.Status.ExpirationTimestamp.Time.Equal(point) {
+		t.Errorf("with an early renewal noted: expiration %s, want %s", rotating.Status.ExpirationTimestamp, point)
+	}
+	// A note for another certificate (renewed since) counts for nothing.
+	other := &x509.Certificate{Raw: []byte("another certificate")}
+	if got := s.EarlyRenewal(other); !got.IsZero() {
+		t.Errorf("a note for another certificate read as %s", got)
+	}
+	if err := s.SetEarlyRenewal(pair.Leaf, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.EarlyRenewal(pair.Leaf); !got.IsZero() {
+		t.Errorf("a removed note read as %s", got)
 	}
 }
 
@@ -683,9 +707,16 @@ func TestOnceRenewsEarlyWhenTheIssuerRotates(t *testing.T) {
 	if v, err := testutil.GetGaugeMetricValue(earlyRenewalTime.WithLabelValues(m.Store.Prefix)); err != nil || v != float64(point.Unix()) {
 		t.Fatalf("early renewal gauge %v, %v; want %d", v, err, point.Unix())
 	}
+	if noted := m.Store.EarlyRenewal(pair.Leaf); !noted.Equal(point) {
+		t.Fatalf("exec-credential reads %s, want the renewal point %s", noted, point)
+	}
 	now = point
-	if _, err := m.Once(context.Background()); err != nil || f.creates != 2 {
+	renewed, err := m.Once(context.Background())
+	if err != nil || f.creates != 2 {
 		t.Fatalf("at the renewal point: %v, %d creates, want a renewal", err, f.creates)
+	}
+	if _, err := os.Stat(m.Store.earlyPath()); !os.IsNotExist(err) || !m.Store.EarlyRenewal(renewed.Leaf).IsZero() {
+		t.Fatalf("the early renewal note outlived its certificate: %v", err)
 	}
 	early = &EarlyRenewal{Reason: "at once"}
 	if _, err := m.Once(context.Background()); err != nil || f.creates != 3 {

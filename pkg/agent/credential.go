@@ -18,16 +18,21 @@ import (
 
 // ExecCredential is what `rekey-agent exec-credential` prints for
 // client-go's exec credential plugin mechanism: the current pair, and as
-// expiration its renewal deadline (with renewBefore as `run` has it), so
-// that client-go asks again by the time `run` has renewed. Past the
-// deadline (a renewal late or failing) it asks again within ten seconds,
-// never after the certificate expires.
-func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Duration) ([]byte, error) {
+// expiration its renewal deadline (with renewBefore as `run` has it), or
+// early, the point `run` renews it at because its CA rotates (Store's
+// EarlyRenewal; zero for none), whichever comes first, so that client-go
+// asks again by the time `run` has renewed. Past that (a renewal late,
+// failing, or under way) it asks again within ten seconds, never after the
+// certificate expires.
+func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Duration, early time.Time) ([]byte, error) {
 	certPEM, keyPEM, err := EncodePair(pair)
 	if err != nil {
 		return nil, err
 	}
 	expires := renewalDeadline(pair.Leaf, nil, renewBefore)
+	if !early.IsZero() && early.Before(expires) {
+		expires = early
+	}
 	if !now.Before(expires) {
 		expires = now.Add(10 * time.Second)
 		if pair.Leaf.NotAfter.Before(expires) {

@@ -53,6 +53,9 @@ type Manager struct {
 	// early is when the current certificate is renewed because its CA
 	// rotates, as the last CheckIssuer said (zero: not for that reason).
 	early time.Time
+	// noted is the early point last written to the store for
+	// exec-credential.
+	noted time.Time
 	// announced is the early point last logged (logged once, not at
 	// every look).
 	announced time.Time
@@ -117,6 +120,13 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 		renewals.WithLabelValues(m.Store.Prefix).Inc()
 	}
 	m.observe(err, notAfter)
+	if pair != nil && !m.early.Equal(m.noted) {
+		if noteErr := m.Store.SetEarlyRenewal(pair.Leaf, m.early); noteErr != nil {
+			klog.FromContext(ctx).Info("Could not note the early renewal point for exec-credential", "prefix", m.Store.Prefix, "err", noteErr.Error())
+		} else {
+			m.noted = m.early
+		}
+	}
 	early := 0.0
 	if !m.early.IsZero() {
 		early = float64(m.early.Unix())

@@ -374,3 +374,40 @@ func syncDir(dir string) error {
 	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
+
+// earlyPath is where `run` notes the early renewal point of the current
+// certificate, for `exec-credential`.
+func (s *Store) earlyPath() string { return filepath.Join(s.Dir, s.Prefix+"-renew-at") }
+
+// SetEarlyRenewal notes that leaf is renewed at at because its CA rotates
+// (a zero at removes the note). `exec-credential` gives client-go that
+// point as the credential's expiration, so that the kubelet takes the
+// renewed certificate as soon as `run` has it, not at the deadline only:
+// once the rotation completes the old CA is no longer trusted.
+func (s *Store) SetEarlyRenewal(leaf *x509.Certificate, at time.Time) error {
+	if at.IsZero() {
+		if err := os.Remove(s.earlyPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return writeFileSynced(s.earlyPath(), []byte(at.UTC().Format(time.RFC3339Nano)+" "+signing.Fingerprint(leaf)+"\n"))
+}
+
+// EarlyRenewal is the point SetEarlyRenewal noted for leaf; zero when there
+// is none, or the note is for another certificate (one renewed since).
+func (s *Store) EarlyRenewal(leaf *x509.Certificate) time.Time {
+	data, err := readPrivate(s.earlyPath())
+	if err != nil {
+		return time.Time{}
+	}
+	at, fp, ok := strings.Cut(strings.TrimSpace(string(data)), " ")
+	if !ok || fp != signing.Fingerprint(leaf) {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

@@ -288,11 +288,12 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 			if certDir == "" {
 				return errors.New("--cert-dir is required")
 			}
-			pair, err := (&agent.Store{Dir: certDir, Prefix: agent.PrefixClient}).Current()
+			store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+			pair, err := store.Current()
 			if err != nil {
 				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running?): %w", err)
 			}
-			data, err := agent.ExecCredential(pair, time.Now(), renewBefore)
+			data, err := agent.ExecCredential(pair, time.Now(), renewBefore, store.EarlyRenewal(pair.Leaf))
 			if err != nil {
 				return err
 			}
