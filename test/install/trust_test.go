@@ -84,7 +84,7 @@ func servesThroughRotation(t *testing.T) {
 	// The probe's first handshakes: the pod runs and reaches the server.
 	framework.Eventually(t, 2*time.Minute, "the probe's first good handshakes", func(context.Context) error {
 		if n := server.succeeded(); n < 5 {
-			return fmt.Errorf("%d good handshakes; pod log:\n%s", n, cluster.PodLogs(probePod))
+			return fmt.Errorf("%d good handshakes; pod log:\n%s", n, probeLog(t))
 		}
 		return nil
 	})
@@ -168,7 +168,7 @@ func servesThroughRotation(t *testing.T) {
 		return nil
 	})
 
-	logs := cluster.PodLogs(probePod)
+	logs := probeLog(t)
 	if failed := server.failed(); len(failed) > 0 || strings.Contains(logs, " FAIL ") {
 		t.Fatalf("failed handshakes during the rotation: server side:\n%s\npod log:\n%s", strings.Join(failed, "\n"), logs)
 	}
@@ -421,4 +421,22 @@ func issuerOf(t *testing.T, pair *tls.Certificate, bundle string) *x509.Certific
 			return c
 		}
 	}
+}
+
+// probeLog is the probe container's whole log on the node.
+func probeLog(t *testing.T) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(cluster.Node.Dir, "pod-logs", trustNamespace+"_"+probePod+"_*", "*", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
 }
