@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -54,6 +55,10 @@ type gateResult struct {
 	// at each of them.
 	Writes  int
 	Waiting []waitingSample
+	// CABytes is the largest CA object (JSON) among those writes: what
+	// each watcher of the CA receives per write (trust-sync watches the
+	// CAs it names).
+	CABytes int
 	// CPUByProcess is server CPU from the first report to Prepared.
 	CPUByProcess map[string]float64
 	// Reason is the TrustPropagated condition's reason at Prepared.
@@ -72,6 +77,7 @@ type caEvent struct {
 	phase rotationv1alpha1.RotationPhase
 	trust *rotationv1alpha1.TrustStatus
 	cond  *metav1.Condition
+	size  int
 }
 
 // trustGate runs the gate benchmark against the aggregated cluster as the
@@ -215,6 +221,7 @@ wait:
 			res.IdleWrites++
 		case !ev.at.Before(t0):
 			res.Writes++
+			res.CABytes = max(res.CABytes, ev.size)
 			s := waitingSample{At: ev.at.Sub(t0), Phase: ev.phase}
 			if ev.trust != nil {
 				s.Waiting = ev.trust.Waiting
@@ -286,7 +293,8 @@ func watchCA(ctx context.Context, admin clientset.Interface, rv string) (<-chan 
 			if !ok || ev.Type != watch.Modified {
 				continue
 			}
-			out <- caEvent{at: time.Now(), phase: ca.Status.Phase, trust: ca.Status.Trust,
+			data, _ := json.Marshal(ca)
+			out <- caEvent{at: time.Now(), phase: ca.Status.Phase, trust: ca.Status.Trust, size: len(data),
 				cond: apimeta.FindStatusCondition(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityTrustPropagated)}
 		}
 	}()
@@ -302,11 +310,23 @@ func renderGate(r *gateResult) string {
 	b.f("|---|---|---|---|---|---|---|---|---|---|\n")
 	b.f("| %d | %s | %.0f | %d | %s | %d | %d | %s | %s | %s, %s |\n", r.Consumers, r.Reports.Round(time.Millisecond), float64(r.Consumers)/r.Reports.Seconds(), r.ReportErrors,
 		r.LastToPrepared.Round(time.Millisecond), r.Writes, r.IdleWrites, cpuList(r.CPUByProcess), r.StartToWaiting.Round(time.Millisecond), r.Create.Round(time.Millisecond), r.Baseline.Round(time.Millisecond))
-	var curve []string
+	// Per second since the first report: the CA's writes, and
+	// status.trust.waiting at the second's last write.
+	var perSec []int
+	var waiting []string
 	for _, s := range r.Waiting {
-		curve = append(curve, fmt.Sprintf("%.1fs: %d", s.At.Seconds(), s.Waiting))
+		i := int(s.At / time.Second)
+		for len(perSec) <= i {
+			perSec = append(perSec, 0)
+			waiting = append(waiting, "-")
+		}
+		perSec[i]++
+		waiting[i] = fmt.Sprintf("%d", s.Waiting)
 	}
-	b.f("\nstatus.trust.waiting at each CA write after the first report (seconds since it): %s. TrustPropagated reason at Prepared: %s.\n", strings.Join(curve, ", "), r.Reason)
+	b.f("\nEvery write of the CA goes to every watcher of it, and each consumer's `rekey-agent trust-sync` watches the CAs it names: %d writes to %d watchers is %d watch events, about %.0f MiB at %d bytes a CA object (JSON), for one rotation's reports.\n",
+		r.Writes, r.Consumers, r.Writes*r.Consumers, float64(r.Writes)*float64(r.Consumers)*float64(r.CABytes)/(1<<20), r.CABytes)
+	b.f("\nCA writes per second since the first report: %s; status.trust.waiting after each second: %s. TrustPropagated reason at Prepared: %s.\n",
+		perSecond(perSec), strings.Join(waiting, " "), r.Reason)
 	b.f("\nTargets:\n\n")
 	check(&b.Builder, fmt.Sprintf("trust gate: every report landed (%d failed) and the CA reached Prepared only after the last (%s after)", r.ReportErrors, r.LastToPrepared.Round(time.Millisecond)),
 		r.ReportErrors == 0 && !r.EarlyPrepared)

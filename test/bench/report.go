@@ -72,7 +72,9 @@ func render(results []result, mem *memoryResult, bursts []burstSet, n, requester
 				cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("kube-controller-manager"), cpu("etcd"), per1000)
 		}
 	}
-	fmt.Fprint(&b, "\nTargets:\n\n")
+	if len(results) > 0 || mem != nil || len(bursts) > 0 {
+		fmt.Fprint(&b, "\nTargets:\n\n")
+	}
 	for _, r := range results {
 		if r.Issued == 0 || native == nil || native.Issued == 0 {
 			continue
