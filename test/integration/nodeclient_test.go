@@ -175,19 +175,24 @@ func mainCreateStillReviews(t *testing.T, node clientset.Interface) {
 func TestApproverTakesUpWhatWaitsWhenASignerStartsApprovingNodes(t *testing.T) {
 	t.Parallel()
 	srv := framework.StartStandalone(t, t.TempDir())
-	ctx := context.Background()
 	signers := srv.Client.CertificatesV1alpha1().Signers()
 	const signerObject = "rekey.io:kube-apiserver-client-kubelet"
+	// The signer controller writes the Signer's status meanwhile (its CA
+	// getting its key): an update that meets one is retried.
 	setMode := func(mode certv1alpha1.ApprovalMode) {
 		t.Helper()
-		s, err := signers.Get(ctx, signerObject, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Approval.Mode = mode
-		if _, err := signers.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		framework.Eventually(t, 30*time.Second, "setting the approval mode to "+string(mode), func(ctx context.Context) error {
+			s, err := signers.Get(ctx, signerObject, metav1.GetOptions{})
+			if err != nil {
+				return framework.Permanent(err)
+			}
+			s.Spec.Approval.Mode = mode
+			_, err = signers.Update(ctx, s, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return framework.Permanent(err)
+		})
 	}
 	node, _ := srv.ClientFor(t, "system:node:n1", "system:nodes")
 	// Wait until the server has its Signers and keys: a node's create
