@@ -339,7 +339,8 @@ func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.Cert
 		return errors.New("no certificate to write yet: no --include, and no --ca found with a trust bundle")
 	}
 	old, err := readCapped(s.File)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errTooLarge) {
+		// An oversized file is not ours: it is replaced.
 		return err
 	}
 	if !bytes.Equal(old, content) {
@@ -543,6 +544,8 @@ func sameHolds(a, b map[string][]string) bool {
 	return true
 }
 
+var errTooLarge = fmt.Errorf("larger than %d bytes", maxFileBytes)
+
 // readCapped reads path whole, refusing more than maxFileBytes before
 // holding it all.
 func readCapped(path string) ([]byte, error) {
@@ -556,7 +559,7 @@ func readCapped(path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxFileBytes)
+		return nil, fmt.Errorf("%s: %w", path, errTooLarge)
 	}
 	return data, nil
 }

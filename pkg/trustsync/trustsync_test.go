@@ -350,6 +350,17 @@ func TestOversizedIncludeRefused(t *testing.T) {
 	if err := s.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("an oversized --include: %v", err)
 	}
+	// An oversized file where the bundle goes is replaced, not read.
+	s.Include = nil
+	if err := os.WriteFile(s.File, make([]byte, maxFileBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Once(context.Background()); err != nil {
+		t.Fatalf("over an oversized file: %v", err)
+	}
+	if got := fileCerts(t, s.File); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("file holds %v", got)
+	}
 }
 
 // Without --once, a change of a watched CA (the next CA added to its
