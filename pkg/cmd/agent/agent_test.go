@@ -83,3 +83,30 @@ func TestCertDirOthersCanWriteIsRefused(t *testing.T) {
 		t.Fatalf("the --cert-dir run made: %v, want mode 0700", err)
 	}
 }
+
+// trust-sync's flags reach the options as given (--ca and --include
+// repeatable, not split at commas) and a bad consumer name is refused
+// before any server is asked (none is reachable here).
+func TestTrustSyncFlags(t *testing.T) {
+	cmd := NewCommand(&bytes.Buffer{})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"trust-sync", "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--consumer", "Kube_APIServer",
+		"--file", filepath.Join(t.TempDir(), "ca.crt"), "--ca", "a", "--ca", "b", "--once"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `--consumer "Kube_APIServer" is not a valid TrustConsumer name`) {
+		t.Fatalf("a bad consumer name: %v", err)
+	}
+	sync, _, err := cmd.Find([]string{"trust-sync"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kubeconfig", "consumer", "file", "ca", "include", "once", "exec"} {
+		if sync.Flags().Lookup(name) == nil {
+			t.Errorf("no --%s", name)
+		}
+	}
+	if cas, err := sync.Flags().GetStringArray("ca"); err != nil || strings.Join(cas, "|") != "a|b" {
+		t.Errorf("--ca parsed as %v, %v", cas, err)
+	}
+}
