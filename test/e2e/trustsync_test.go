@@ -62,9 +62,11 @@ const (
 // Preparing, name the consumer, and a request approved meanwhile is signed
 // by the old CA. Once trust-sync runs again, kube-apiserver reloads the
 // file, the CAs reach Prepared, the agent renews inside the renewal window,
-// the user renews, and Complete is accepted without force. Across the
-// whole run kube-apiserver refuses no request (no 401, no failed
-// authentication), the Node stays Ready and its Lease keeps renewing.
+// the user renews, and Complete is accepted without force. From before the
+// rotation to its end kube-apiserver refuses no request (no 401, no failed
+// authentication: the node's, the user's or anyone's), the Node stays
+// Ready and its Lease keeps renewing; the kubelet renews its Lease with the
+// renewed certificate before Complete.
 //
 // It replaces the framework's copy of the bundle into --client-ca-file
 // (Cluster.TrustClientCAs) for this test. That file is shared: the test is
