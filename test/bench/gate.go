@@ -142,7 +142,7 @@ func trustGate(ctx context.Context, admin clientset.Interface, pids map[string]i
 	if ca, err = cas.Get(ctx, gateCA, metav1.GetOptions{}); err != nil {
 		return nil, err
 	}
-	events, stop, err := watchCA(ctx, admin, ca.ResourceVersion)
+	events, stop, err := watchCA(ctx, admin, gateCA, ca.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -271,18 +271,19 @@ func report(ctx context.Context, admin clientset.Interface, consumers []*rotatio
 	return int(errs.Load()), last
 }
 
-// watchCA sends every write of gateCA after rv, with the time it was seen.
-func watchCA(ctx context.Context, admin clientset.Interface, rv string) (<-chan caEvent, func(), error) {
+// watchCA sends every write of CA name after rv, with the time it was
+// seen.
+func watchCA(ctx context.Context, admin clientset.Interface, name, rv string) (<-chan caEvent, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
 	cas := admin.RotationV1alpha1().CertificateAuthorities()
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", gateCA).String()
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		return cas.Watch(ctx, opts)
 	}}
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("watching %s: %w", gateCA, err)
+		return nil, nil, fmt.Errorf("watching %s: %w", name, err)
 	}
 	out := make(chan caEvent, 100000)
 	var once sync.Once

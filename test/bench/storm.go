@@ -69,6 +69,11 @@ type stormResult struct {
 	// AgentAgrees says agent.IssuerRotating, read for one node against the
 	// live CA, gave the point the bench computed with agent.RenewalPoint.
 	AgentAgrees bool
+	// Writes counts the CA's writes from the Start to pendingRenewal 0
+	// (a watch's events): each wakes every rekey-agent whose client
+	// certificate the CA signed (the agent watches it), and the woken
+	// agent reads its Signer and CA.
+	Writes int
 	// Completed says Complete was accepted without force at the end.
 	Completed    bool
 	CompleteErr  string
@@ -151,6 +156,11 @@ func renewalStorm(ctx context.Context, admin clientset.Interface, pids map[strin
 	for name, pid := range pids {
 		cpu0[name] = cpuSeconds(pid)
 	}
+	events, stopWatch, err := watchCA(ctx, admin, kubeletCA, ca.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch()
 	startAt := time.Now()
 	if _, err := cas.Rotate(ctx, kubeletCA, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("starting the rotation of %s: %w", kubeletCA, err)
@@ -268,6 +278,10 @@ func renewalStorm(ctx context.Context, admin clientset.Interface, pids map[strin
 	}
 	stopSampling()
 	<-sampled
+	stopWatch()
+	for range events {
+		res.Writes++
+	}
 	samplesMu.Lock()
 	res.Pending = append(samples, pendingSample{At: time.Since(prepared), Phase: rotationv1alpha1.PhasePrepared, Pending: lastPending(ctx, admin)})
 	samplesMu.Unlock()
@@ -414,6 +428,8 @@ func renderStorm(r *stormResult) string {
 	b.f("\nArrivals per second (client): %s.\n", perSecond(r.ClientPerSecond))
 	b.f("\nstatus.pendingRenewal after Prepared: %s.\n", pendingCurve(r.Pending))
 	b.f("\nServer CPU seconds from the Start to pendingRenewal 0: %s.\n", cpuList(r.CPUByProcess))
+	b.f("\nWrites of the CA from the Start to pendingRenewal 0 (watch events): %d. rekey-agent watches its client certificate's CA and, on every event, reads its Signer and the CA again: with %d agents that is %d wakes and %d GETs over the rotation.\n",
+		r.Writes, r.Nodes, r.Writes*r.Nodes, 2*r.Writes*r.Nodes)
 	b.f("\nagent.IssuerRotating (rekey-agent's whole decision, read against the live CA for one node) gives the point the bench used: %v. Complete without force afterwards: %s.\n",
 		r.AgentAgrees, okOr(r.Completed, r.CompleteErr))
 	b.f("\nTargets:\n\n")
