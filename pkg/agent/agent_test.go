@@ -248,7 +248,7 @@ func TestExecCredential(t *testing.T) {
 		}
 		return &ec
 	}
-	data, err := ExecCredential(pair, t0.Add(time.Hour), 0, time.Time{})
+	data, err := ExecCredential(pair, t0.Add(time.Hour), 0, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,15 +263,15 @@ func TestExecCredential(t *testing.T) {
 		t.Errorf("expiration %s, want the renewal deadline %s", ec.Status.ExpirationTimestamp, want)
 	}
 	// Past the deadline: ask again within ten seconds, never after expiry.
-	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+55*time.Second), 0, time.Time{})))
+	late := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+59*time.Minute+55*time.Second), 0, time.Time{}, 0)))
 	if !late.Status.ExpirationTimestamp.Time.Equal(t0.Add(10 * time.Hour)) {
 		t.Errorf("late expiration %s, want the certificate's end", late.Status.ExpirationTimestamp)
 	}
-	if later := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+30*time.Minute), 0, time.Time{}))); !later.Status.ExpirationTimestamp.Time.Equal(t0.Add(9*time.Hour + 30*time.Minute + 10*time.Second)) {
+	if later := decode(must(ExecCredential(pair, t0.Add(9*time.Hour+30*time.Minute), 0, time.Time{}, 0))); !later.Status.ExpirationTimestamp.Time.Equal(t0.Add(9*time.Hour + 30*time.Minute + 10*time.Second)) {
 		t.Errorf("past the deadline: expiration %s, want ten seconds on", later.Status.ExpirationTimestamp)
 	}
 	// With --renew-before, the deadline run uses.
-	early := decode(must(ExecCredential(pair, t0.Add(time.Hour), 8*time.Hour, time.Time{})))
+	early := decode(must(ExecCredential(pair, t0.Add(time.Hour), 8*time.Hour, time.Time{}, 0)))
 	if !early.Status.ExpirationTimestamp.Time.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("with renew-before 8h: expiration %s, want two hours after issue", early.Status.ExpirationTimestamp)
 	}
@@ -284,9 +284,15 @@ func TestExecCredential(t *testing.T) {
 	if got := s.EarlyRenewal(pair.Leaf); !got.Equal(point) {
 		t.Fatalf("noted early renewal %s, want %s", got, point)
 	}
-	rotating := decode(must(ExecCredential(pair, t0.Add(time.Hour), 0, s.EarlyRenewal(pair.Leaf))))
+	rotating := decode(must(ExecCredential(pair, t0.Add(time.Hour), 0, s.EarlyRenewal(pair.Leaf), 0)))
 	if !rotating.Status.ExpirationTimestamp.Time.Equal(point) {
 		t.Errorf("with an early renewal noted: expiration %s, want %s", rotating.Status.ExpirationTimestamp, point)
+	}
+	// --recheck caps the expiration, so that a client that fetched the
+	// credential before the rotation asks again soon.
+	capped := decode(must(ExecCredential(pair, t0.Add(time.Hour), 0, time.Time{}, time.Minute)))
+	if !capped.Status.ExpirationTimestamp.Time.Equal(t0.Add(time.Hour + time.Minute)) {
+		t.Errorf("with --recheck 1m: expiration %s, want a minute from now", capped.Status.ExpirationTimestamp)
 	}
 	// A note for another certificate (renewed since) counts for nothing.
 	other := &x509.Certificate{Raw: []byte("another certificate")}

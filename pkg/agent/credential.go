@@ -24,7 +24,15 @@ import (
 // asks again by the time `run` has renewed. Past that (a renewal late,
 // failing, or under way) it asks again within ten seconds, never after the
 // certificate expires.
-func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Duration, early time.Time) ([]byte, error) {
+//
+// recheck, when above 0, caps the expiration at now+recheck: client-go
+// keeps a credential until it expires and runs the plugin earlier only
+// after a 401, so a client (the kubelet) that fetched its credential
+// before a CA rotation would otherwise hold the old certificate past the
+// renewal `run` makes at the rotation's renewal point, until the old CA is
+// dropped (Complete) and a request fails. With the cap it takes the
+// renewed certificate within recheck.
+func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Duration, early time.Time, recheck time.Duration) ([]byte, error) {
 	certPEM, keyPEM, err := EncodePair(pair)
 	if err != nil {
 		return nil, err
@@ -32,6 +40,9 @@ func ExecCredential(pair *tls.Certificate, now time.Time, renewBefore time.Durat
 	expires := renewalDeadline(pair.Leaf, nil, renewBefore)
 	if !early.IsZero() && early.Before(expires) {
 		expires = early
+	}
+	if recheck > 0 && now.Add(recheck).Before(expires) {
+		expires = now.Add(recheck)
 	}
 	if !now.Before(expires) {
 		expires = now.Add(10 * time.Second)

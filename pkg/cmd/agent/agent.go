@@ -279,7 +279,7 @@ func clientFor(bootstrap *clientcmdapi.Config) func(*tls.Certificate) (clientset
 
 func newExecCredentialCommand(out io.Writer) *cobra.Command {
 	var certDir string
-	var renewBefore time.Duration
+	var renewBefore, recheck time.Duration
 	cmd := &cobra.Command{
 		Use:   "exec-credential",
 		Short: "Print the current client certificate as a client.authentication.k8s.io/v1 ExecCredential",
@@ -293,7 +293,10 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running?): %w", err)
 			}
-			data, err := agent.ExecCredential(pair, time.Now(), renewBefore, store.EarlyRenewal(pair.Leaf))
+			if recheck < 0 {
+				return errors.New("--recheck must not be negative")
+			}
+			data, err := agent.ExecCredential(pair, time.Now(), renewBefore, store.EarlyRenewal(pair.Leaf), recheck)
 			if err != nil {
 				return err
 			}
@@ -303,6 +306,7 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&certDir, "cert-dir", "", "directory rekey-agent run keeps the certificate in")
 	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "the --renew-before `run` has, so that the expiration given to client-go is the renewal deadline")
+	cmd.Flags().DurationVar(&recheck, "recheck", time.Minute, "expire the credential no later than this from now, so that client-go (the kubelet) takes a certificate `run` renewed early, during a CA rotation, within this long (0: only at the renewal deadline)")
 	return cmd
 }
 
