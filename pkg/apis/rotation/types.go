@@ -178,3 +178,11 @@ type CertificateAuthorityList struct {
 
 // CertificateAuthorityReady is the condition type saying the CA can sign.
 const CertificateAuthorityReady = "Ready"
+
+// CertificateAuthorityTrustPropagated is the condition type saying whether
+// a rotation's next CA is trusted everywhere.
+const CertificateAuthorityTrustPropagated = "TrustPropagated"
+
+// ReasonWaitingForPublication is the TrustPropagated reason while the new
+// CA is not yet in every bundle rekey publishes.
+const ReasonWaitingForPublication = "WaitingForPublication"

@@ -495,9 +495,14 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	err = c.Handle(ctx, ca)
 	if c.reporter != nil && Concerns(ca) {
-		if err != nil {
+		var pe *PublishError
+		switch {
+		case err != nil && (!errors.As(err, &pe) || pe.Blocking):
 			c.reporter.Failed(name, err)
-		} else if ca.Status.TrustBundle != "" {
+		case ca.Status.TrustBundle != "":
+			if err != nil {
+				klog.FromContext(ctx).Info("Trust bundle published except where a namespace's own objects refuse it; a rotation does not wait for those", "ca", name, "err", err.Error())
+			}
 			c.reporter.Published(name, ca.Status.TrustBundle)
 		}
 	}
@@ -521,6 +526,9 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		}
 	}
 	var errs []string
+	// blocking: a failure that is not a namespace's own doing (see
+	// PublishError); every failure below the ConfigMaps is.
+	blocking := false
 	if p != nil && p.ConfigMaps != nil {
 		namespaces, err := c.targetNamespaces(p.ConfigMaps)
 		if err != nil {
@@ -534,11 +542,13 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			wantConfigMaps.Insert(ns + "/" + name)
 			if err := c.ensureConfigMap(ctx, ns, name, ca, owner); err != nil {
 				errs = append(errs, err.Error())
+				blocking = blocking || !namespaceLocal(err)
 			}
 		}
 	}
 	if p != nil && p.ClusterTrustBundle && c.noCTBs {
 		errs = append(errs, errNoCTBs.Error())
+		blocking = true
 	}
 	if p != nil && p.ClusterTrustBundle && !c.noCTBs {
 		signers, err := c.signers.List(labels.Everything())
@@ -552,14 +562,17 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 			wantCTBs.Insert(ClusterTrustBundleName(s.Spec.SignerName, ca.Name))
 			if err := c.ensureClusterTrustBundle(ctx, s.Spec.SignerName, ca, owner); err != nil {
 				errs = append(errs, err.Error())
+				blocking = true
 			}
 		}
 	}
 	if err := c.removeStale(ctx, ca.Name, wantConfigMaps, wantCTBs); err != nil {
+		// What is left over holds an older bundle with the current CA in
+		// it; it does not decide whether the new CA is published.
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("publishing the trust bundle of %s: %s", ca.Name, strings.Join(errs, "; "))
+		return &PublishError{msg: fmt.Sprintf("publishing the trust bundle of %s: %s", ca.Name, strings.Join(errs, "; ")), Blocking: blocking}
 	}
 	return nil
 }
@@ -749,7 +762,29 @@ func replaceOwnerPatch(cached metav1.Object, owner *metav1.OwnerReference, field
 // notOurs is the error for an object of the name rekey would publish that
 // it did not write for this CA.
 func notOurs(kind, name, caName string) error {
-	return fmt.Errorf("%s %s exists and was not written by rekey for %s (no label %s=%s, or not yet in rekey's cache); not overwritten", kind, name, caName, OwnerLabel, caName)
+	return fmt.Errorf("%s %s exists and was not written by rekey for %s (no label %s=%s, or not yet in rekey's cache); not overwritten: %w", kind, name, caName, OwnerLabel, caName, errNotOurs)
+}
+
+// errNotOurs marks notOurs errors.
+var errNotOurs = errors.New("not rekey's object")
+
+// PublishError is a publication that failed somewhere. Blocking is false
+// when every failure is in a ConfigMap a namespace's own users control
+// (one of the name rekey did not write, or one they made immutable): that
+// namespace keeps the bundle it had, and the failure is reported, but a
+// rotation does not wait for it, or any namespace editor could hold every
+// rotation of the CA (its old key signing on) for as long as they like.
+type PublishError struct {
+	msg      string
+	Blocking bool
+}
+
+func (e *PublishError) Error() string { return e.msg }
+
+// namespaceLocal says whether a ConfigMap write failed because of what a
+// namespace's users did to the object, not because rekey cannot write.
+func namespaceLocal(err error) bool {
+	return errors.Is(err, errNotOurs) || apierrors.IsInvalid(err)
 }
 
 // ensureConfigMap creates the ConfigMap if rekey's cache has none, and

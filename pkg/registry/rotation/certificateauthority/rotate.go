@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,6 +43,13 @@ func transition(stored runtime.Object, rot *rotation.Rotation, now metav1.Time) 
 		ca.Status.LastCompletionTime = nil
 		ca.Status.PendingRenewal, ca.Status.PendingRenewals = 0, nil
 		ca.Status.Next, ca.Status.Trust = nil, nil
+		// The last rotation's TrustPropagated=True must not read as this
+		// one's: until the controller's first look, the new CA is not
+		// published anywhere.
+		apimeta.SetStatusCondition(&ca.Status.Conditions, metav1.Condition{
+			Type: rotation.CertificateAuthorityTrustPropagated, Status: metav1.ConditionFalse, Reason: rotation.ReasonWaitingForPublication,
+			Message: "rotation started: the new CA is being made; the current CA signs", ObservedGeneration: ca.Generation, LastTransitionTime: now,
+		})
 	case rotation.RotationPrepare:
 		// Force only (validated): the controller stops waiting for trust.
 		if ca.Status.Trust == nil {
