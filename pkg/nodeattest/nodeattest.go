@@ -21,13 +21,13 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"rekey.io/rekey/pkg/admission/nodeattestationrestriction"
 	"rekey.io/rekey/pkg/apis/attestation"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/attest"
 	attlisters "rekey.io/rekey/pkg/generated/listers/attestation/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/nodeuser"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/registry/attestation/nodeattestation"
 )
@@ -174,7 +174,7 @@ func (s *Service) mayAnswer(ctx context.Context, csr *certv1alpha1.CertificateSi
 		extra[k] = v
 	}
 	requester := &user.DefaultInfo{Name: csr.Spec.Username, UID: csr.Spec.UID, Groups: csr.Spec.Groups, Extra: extra}
-	if own, isNode := nodeattestationrestriction.NodeName(requester); isNode && own != node {
+	if own, isNode := nodeuser.NodeName(requester); isNode && own != node {
 		return refused("NotThisNode", "requester %s is a node identity and answers only its own node's challenge, not node %s's", message.Quote(requester.Name), node), nil
 	}
 	decision, _, err := s.Authorizer.Authorize(ctx, authorizer.AttributesRecord{

@@ -12,22 +12,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"rekey.io/rekey/pkg/apis/attestation"
+	"rekey.io/rekey/pkg/nodeuser"
 )
 
 // PluginName is the name to enable the plugin with.
 const PluginName = "NodeAttestationRestriction"
-
-const (
-	nodesGroup = "system:nodes"
-	nodePrefix = "system:node:"
-)
 
 // Register adds the plugin to a plugin registry.
 func Register(plugins *admission.Plugins) {
@@ -46,17 +41,8 @@ func New() *Plugin {
 	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
 }
 
-// NodeName says whether u is a node's identity and which node: a member of
-// system:nodes, or a user named system:node:<name> (either one is treated
-// as a node, so that neither half alone escapes the restriction). A node
-// identity whose name is not system:node:<name> gets "": it is no node's.
-func NodeName(u user.Info) (string, bool) {
-	name, prefixed := strings.CutPrefix(u.GetName(), nodePrefix)
-	if !prefixed {
-		name = ""
-	}
-	return name, prefixed || slices.Contains(u.GetGroups(), nodesGroup)
-}
+// NodeName is nodeuser.NodeName (kept for callers of this package).
+func NodeName(u user.Info) (string, bool) { return nodeuser.NodeName(u) }
 
 // Validate refuses a node's create, update, challenge or delete of a
 // NodeAttestation not named after it.

@@ -8,7 +8,9 @@
 // it: every update of a consumer, of spec or of status, by update or
 // patch, must come from the user that registered it (spec.reporter), so
 // that no one can report on another consumer's behalf. Delete is left to
-// RBAC: removing a consumer that is gone is an operator's job.
+// RBAC: removing a consumer that is gone is an operator's job. A node
+// (system:node:NAME, or any member of system:nodes) may register and report
+// only for the consumer named NAME: one per node, never another's.
 package trustconsumer
 
 import (
@@ -26,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/nodeuser"
 )
 
 // PluginName is the name to enable the plugin with.
@@ -85,6 +88,13 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	u := a.GetUserInfo()
 	if u == nil {
 		return admission.NewForbidden(a, errors.New("no user information on the request"))
+	}
+	// A node registers and reports for one consumer, named after itself
+	// (its kubelet's client-CA file): a node holding the trust verb may
+	// not take another consumer's name (and report the new CA in its
+	// stead), nor register consumers without end to hold rotations.
+	if node, isNode := nodeuser.NodeName(u); isNode && (node == "" || tc.Name != node) {
+		return admission.NewForbidden(a, fmt.Errorf("node %q may only register and report for the trust consumer named after it (%q)", u.GetName(), node))
 	}
 	var had []string
 	if a.GetOperation() == admission.Update {

@@ -167,3 +167,52 @@ func TestOtherResources(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestANodeHasOneConsumerNamedAfterIt: a node holding trust on every CA
+// still registers and reports only for the consumer of its own name, so it
+// can neither take a control-plane consumer's name nor register consumers
+// without end.
+func TestANodeHasOneConsumerNamedAfterIt(t *testing.T) {
+	grants := []admissiontest.Grant{
+		{User: "system:node:worker-1", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+		{User: "system:node:kube-apiserver", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+	}
+	named := func(name, reporter string) *rotation.TrustConsumer {
+		tc := consumer(reporter, "a")
+		tc.Name = name
+		return tc
+	}
+	node := func(name string, groups ...string) *user.DefaultInfo {
+		return &user.DefaultInfo{Name: name, Groups: append(groups, user.AllAuthenticated)}
+	}
+	attrsAs := func(obj, old *rotation.TrustConsumer, sub string, u user.Info) admission.Attributes {
+		op := admission.Create
+		var oldObj runtime.Object
+		if old != nil {
+			op, oldObj = admission.Update, old
+		}
+		return admission.NewAttributesRecord(obj, oldObj, rotation.Kind("TrustConsumer").WithVersion("v1alpha1"), "", obj.Name,
+			rotation.Resource("trustconsumers").WithVersion("v1alpha1"), sub, op, nil, false, u)
+	}
+	for name, tc := range map[string]struct {
+		a     admission.Attributes
+		allow bool
+	}{
+		"its own":                    {a: attrsAs(named("worker-1", ""), nil, "", node("system:node:worker-1", "system:nodes")), allow: true},
+		"its own report":             {a: attrsAs(named("worker-1", "system:node:worker-1"), named("worker-1", "system:node:worker-1"), "status", node("system:node:worker-1", "system:nodes")), allow: true},
+		"a control-plane name":       {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:worker-1", "system:nodes"))},
+		"another node's":             {a: attrsAs(named("worker-2", ""), nil, "", node("system:node:worker-1", "system:nodes"))},
+		"group without a node name":  {a: attrsAs(named("worker-1", ""), nil, "", node("worker-1", "system:nodes"))},
+		"node-prefixed, not a group": {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:kube-apiserver"))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := newPlugin(t, &admissiontest.Authorizer{T: t, Grants: grants}).Validate(context.Background(), tc.a, nil)
+			if tc.allow != (err == nil) {
+				t.Fatalf("allowed %v, want %v (err %v)", err == nil, tc.allow, err)
+			}
+			if err != nil && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "named after it")) {
+				t.Fatalf("error %v, want a 403 that says why", err)
+			}
+		})
+	}
+}

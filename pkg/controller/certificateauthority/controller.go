@@ -68,6 +68,10 @@ type Controller struct {
 	consumers       cache.Indexer
 	consumersSynced cache.InformerSynced
 	published       *trustpublish.Tracker
+	// lastWrite is when each CA's status was last written, to space the
+	// writes whose only news is trust consumers' reports.
+	lastWriteMu sync.Mutex
+	lastWrite   map[string]time.Time
 }
 
 // Trust is what a rotation waits for before its new key signs.
@@ -159,6 +163,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if apierrors.IsNotFound(err) {
 		forget(name)
 		c.forgetCount(name)
+		c.lastWriteMu.Lock()
+		delete(c.lastWrite, name)
+		c.lastWriteMu.Unlock()
 		// The cache is the server's one: the issuer and the serving
 		// certificate manager forget the deleted CA's key with it.
 		c.authorities.Forget(name)
@@ -228,11 +235,15 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 	if equality.Semantic.DeepEqual(status, &ca.Status) {
 		return recheck, nil
 	}
+	if wait := c.spaceTrustWrites(name, &ca.Status, status); wait > 0 {
+		return wait, nil
+	}
 	updated := ca.DeepCopy()
 	updated.Status = *status
 	if _, err := c.client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "rekey-ca-controller"}); err != nil {
 		return 0, fmt.Errorf("updating status: %w", err)
 	}
+	c.wroteAt(name)
 	// Whoever depends on the CA (the signer controller) sees the update on
 	// its CA informer.
 	klog.FromContext(ctx).V(2).Info("Updated CertificateAuthority status", "name", name)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -94,20 +95,24 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 	trust.Consumers, trust.Waiting = int32(total), int32(len(waiting))
 	trust.WaitingFor = waiting[:min(len(waiting), maxWaitingListed)]
 
-	if trust.OverriddenTime != nil {
-		c.trustCondition(status, metav1.ConditionTrue, rotationv1alpha1.ReasonOverridden,
+	// The override ends the wait for consumers, propagation and rekey's
+	// own publishers, not for status: what signs is always in the stored
+	// status.trustBundle first, for everything that reads it.
+	inStatus := ca.Status.Next != nil && ca.Status.Next.Fingerprint == next
+	if trust.OverriddenTime != nil && inStatus {
+		c.trustCondition(status, ca.Generation, metav1.ConditionTrue, rotationv1alpha1.ReasonOverridden,
 			fmt.Sprintf("the wait for trust was overridden at %s (Prepare with force); %s", trust.OverriddenTime.UTC().Format(time.RFC3339), describeWait(trust)))
 		return true, 0, nil
 	}
 	if len(unpublished) > 0 {
-		c.trustCondition(status, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForPublication,
+		c.trustCondition(status, ca.Generation, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForPublication,
 			"the current CA signs; the new CA is not yet in every bundle rekey publishes: "+strings.Join(unpublished, "; "))
 		// The publishers' reports requeue the CA; the recheck is a net.
 		return false, 10 * time.Second, nil
 	}
 	ends := trust.PublishedTime.Add(propagation(ca))
 	if len(waiting) > 0 {
-		c.trustCondition(status, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForConsumers,
+		c.trustCondition(status, ca.Generation, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForConsumers,
 			fmt.Sprintf("the current CA signs; waiting for %d of %d trust consumers to hold the new CA: %s", len(waiting), total, names(waiting)))
 		// Their reports (and deletions) requeue the CA; until the
 		// propagation ends the condition's reason is the consumers either
@@ -115,12 +120,12 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 		return false, 0, nil
 	}
 	if now.Before(ends) {
-		c.trustCondition(status, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForPropagation,
+		c.trustCondition(status, ca.Generation, metav1.ConditionFalse, rotationv1alpha1.ReasonWaitingForPropagation,
 			fmt.Sprintf("the current CA signs; the new CA is published everywhere (%s); spec.rotation.trustPropagation ends at %s",
 				describeWait(trust), ends.UTC().Format(time.RFC3339)))
 		return false, ends.Sub(now), nil
 	}
-	c.trustCondition(status, metav1.ConditionTrue, rotationv1alpha1.ReasonTrusted,
+	c.trustCondition(status, ca.Generation, metav1.ConditionTrue, rotationv1alpha1.ReasonTrusted,
 		fmt.Sprintf("the new CA is trusted: published since %s, %s", trust.PublishedTime.UTC().Format(time.RFC3339), describeWait(trust)))
 	return true, 0, nil
 }
@@ -139,12 +144,20 @@ func (c *Controller) waitingConsumers(caName, next string) ([]string, int, error
 	var waiting []string
 	for _, obj := range objs {
 		tc, ok := obj.(*rotationv1alpha1.TrustConsumer)
-		if ok && !holds(tc, caName, next) {
+		// One being deleted is gone for the gate, whatever finalizer
+		// keeps the object (an operator's delete unblocks at once).
+		if ok && tc.DeletionTimestamp == nil && !holds(tc, caName, next) {
 			waiting = append(waiting, tc.Name)
 		}
 	}
 	slices.Sort(waiting)
-	return waiting, len(objs), nil
+	total := 0
+	for _, obj := range objs {
+		if tc, ok := obj.(*rotationv1alpha1.TrustConsumer); ok && tc.DeletionTimestamp == nil {
+			total++
+		}
+	}
+	return waiting, total, nil
 }
 
 func describeWait(t *rotationv1alpha1.TrustStatus) string {
@@ -171,15 +184,15 @@ func propagation(ca *rotationv1alpha1.CertificateAuthority) time.Duration {
 	return ca.Spec.Rotation.TrustPropagation.Duration
 }
 
-func (c *Controller) trustCondition(status *rotationv1alpha1.CertificateAuthorityStatus, s metav1.ConditionStatus, reason, msg string) {
+func (c *Controller) trustCondition(status *rotationv1alpha1.CertificateAuthorityStatus, generation int64, s metav1.ConditionStatus, reason, msg string) {
 	msg = message.Cap(msg)
 	if cur := apimeta.FindStatusCondition(status.Conditions, rotationv1alpha1.CertificateAuthorityTrustPropagated); cur != nil &&
-		cur.Status == s && cur.Reason == reason && cur.Message == msg {
+		cur.Status == s && cur.Reason == reason && cur.Message == msg && cur.ObservedGeneration == generation {
 		return
 	}
 	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type: rotationv1alpha1.CertificateAuthorityTrustPropagated, Status: s, Reason: reason, Message: msg,
-		LastTransitionTime: metav1.NewTime(c.clock.Now()),
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(c.clock.Now()),
 	})
 }
 
@@ -206,3 +219,49 @@ func (c *Controller) enqueueConsumer(objs ...any) {
 // consumerBatch is how long consumer reports are gathered before the CA
 // is looked at again.
 const consumerBatch = 500 * time.Millisecond
+
+// trustWriteInterval spaces the status writes of a Preparing CA whose only
+// news is how many consumers hold the new CA: 5,000 consumers reporting
+// within seconds would otherwise write the CA tens of times a second, and
+// every write goes to everything that watches the CA (every trust-sync and
+// rekey-agent). A write that changes anything else (the phase, the
+// publication, the reason) is not held back.
+const trustWriteInterval = 2 * time.Second
+
+// spaceTrustWrites returns how long to hold back writing cur over old:
+// more than 0 only when the difference is in the consumer counts and
+// names (and the condition's message that lists them) and the CA was
+// written less than trustWriteInterval ago.
+func (c *Controller) spaceTrustWrites(name string, old, cur *rotationv1alpha1.CertificateAuthorityStatus) time.Duration {
+	if old.Phase != rotationv1alpha1.PhasePreparing || cur.Phase != rotationv1alpha1.PhasePreparing || old.Trust == nil || cur.Trust == nil {
+		return 0
+	}
+	strip := func(s *rotationv1alpha1.CertificateAuthorityStatus) *rotationv1alpha1.CertificateAuthorityStatus {
+		s = s.DeepCopy()
+		s.Trust.Consumers, s.Trust.Waiting, s.Trust.WaitingFor = 0, 0, nil
+		if cond := apimeta.FindStatusCondition(s.Conditions, rotationv1alpha1.CertificateAuthorityTrustPropagated); cond != nil {
+			cond.Message, cond.LastTransitionTime = "", metav1.Time{}
+		}
+		return s
+	}
+	if !equality.Semantic.DeepEqual(strip(old), strip(cur)) {
+		return 0
+	}
+	c.lastWriteMu.Lock()
+	last, ok := c.lastWrite[name]
+	c.lastWriteMu.Unlock()
+	if !ok {
+		return 0
+	}
+	return trustWriteInterval - c.clock.Since(last)
+}
+
+// wroteAt records that the CA's status was just written.
+func (c *Controller) wroteAt(name string) {
+	c.lastWriteMu.Lock()
+	defer c.lastWriteMu.Unlock()
+	if c.lastWrite == nil {
+		c.lastWrite = map[string]time.Time{}
+	}
+	c.lastWrite[name] = c.clock.Now()
+}

@@ -124,10 +124,19 @@ func TestPreparingWaitsForEveryConsumerThenPropagation(t *testing.T) {
 		t.Fatalf("reports without the new CA moved the gate: %+v", got.Status.Trust)
 	}
 	f.consumer(t, "kube-apiserver", old, next)
+	// A report that changes only the counts is written no sooner than
+	// trustWriteInterval after the last write (5,000 consumers report
+	// together): held back, with a look again when it ends.
+	if held, recheck := f.handle(t, waiting); held != waiting || recheck <= 0 || recheck > trustWriteInterval {
+		t.Fatalf("a count-only change was written at once (recheck %v)", recheck)
+	}
+	f.clock.SetTime(f.clock.Now().Add(trustWriteInterval))
 	got, _ := f.handle(t, waiting)
 	if got.Status.Trust.Waiting != 1 || got.Status.Trust.WaitingFor[0] != "node-b" {
 		t.Fatalf("trust %+v, want node-b alone waited for", got.Status.Trust)
 	}
+	// The last report changes the reason (now the propagation): written
+	// at once.
 	f.consumer(t, "node-b", old, next)
 	got, recheck := f.handle(t, got)
 	if cond := trustCondition(t, got); got.Status.Phase != rotationv1alpha1.PhasePreparing || cond.Reason != rotationv1alpha1.ReasonWaitingForPropagation ||
@@ -213,5 +222,42 @@ func TestRenewalByTheHolderCounts(t *testing.T) {
 	serving := issuance.Record{Requester: "system:bootstrap:abcdef", Subject: "CN=system:node:n1,O=system:nodes", NotAfter: future}
 	if renewedBy(renewed, serving) {
 		t.Error("a certificate that is not a client certificate counts as renewed by its subject's user")
+	}
+}
+
+// TestAConsumerBeingDeletedNoLongerBlocks: an operator's delete of a gone
+// consumer unblocks at once, whatever finalizer keeps the object.
+func TestAConsumerBeingDeletedNoLongerBlocks(t *testing.T) {
+	f := newGateFixture(t)
+	f.consumer(t, "gone-node")
+	preparing, _ := f.handle(t, start(f.bound, 0))
+	waiting, _ := f.handle(t, preparing)
+	if waiting.Status.Phase != rotationv1alpha1.PhasePreparing {
+		t.Fatal("not waiting for gone-node")
+	}
+	now := metav1.NewTime(f.clock.Now())
+	tc := &rotationv1alpha1.TrustConsumer{ObjectMeta: metav1.ObjectMeta{Name: "gone-node", DeletionTimestamp: &now, Finalizers: []string{"example.com/keep"}},
+		Spec: rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: []string{"team-ca"}}}
+	if err := f.consumers.Update(tc); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.handle(t, waiting); got.Status.Phase != rotationv1alpha1.PhasePrepared || got.Status.Trust.Consumers != 0 {
+		t.Fatalf("phase %s, trust %+v; want Prepared once the consumer is being deleted", got.Status.Phase, got.Status.Trust)
+	}
+}
+
+// TestOverrideStillWaitsForStatus: a forced Prepare right after Start does
+// not let the new key sign before the stored status publishes it.
+func TestOverrideStillWaitsForStatus(t *testing.T) {
+	f := newGateFixture(t)
+	s := start(f.bound, time.Hour)
+	now := metav1.NewTime(f.clock.Now())
+	s.Status.Trust = &rotationv1alpha1.TrustStatus{OverriddenTime: &now}
+	first, _ := f.handle(t, s)
+	if first.Status.Phase != rotationv1alpha1.PhasePreparing || first.Status.Next == nil {
+		t.Fatalf("overridden before status published the new CA: %+v", first.Status)
+	}
+	if got, _ := f.handle(t, first); got.Status.Phase != rotationv1alpha1.PhasePrepared || trustCondition(t, got).Reason != rotationv1alpha1.ReasonOverridden {
+		t.Fatalf("once published, the override did not promote: %+v", got.Status)
 	}
 }
