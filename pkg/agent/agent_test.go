@@ -946,6 +946,18 @@ func TestWatchIssuerWakesOnACAChange(t *testing.T) {
 	// while nothing watched it).
 	within("no look when the watch started", wake)
 	ca := objects[1].(*rotationv1alpha1.CertificateAuthority).DeepCopy()
+	// A write of counts only (what most writes of a rotating CA are) does
+	// not wake the agent; a change of phase does.
+	ca.Status.PendingRenewal = 40
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Held through a window: no wake.
+	select {
+	case <-wake:
+		t.Fatal("a count-only write of the CA woke the agent")
+	case <-time.After(500 * time.Millisecond):
+	}
 	ca.Status.Phase = rotationv1alpha1.PhasePreparing
 	if _, err := client.RotationV1alpha1().CertificateAuthorities().UpdateStatus(ctx, ca, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -258,9 +258,21 @@ func watchIssuerOnce(ctx context.Context, newClient func() (clientset.Interface,
 	case wake <- struct{}{}:
 	default:
 	}
+	last := renewalState(ca)
 	for ev := range w.ResultChan() {
 		if ev.Type == watch.Error {
 			return fmt.Errorf("watching CertificateAuthority %s: %v", name, ev.Object)
+		}
+		if cur, ok := ev.Object.(*rotationv1alpha1.CertificateAuthority); ok && ev.Type == watch.Modified {
+			// Most writes of a rotating CA are its counts (pending
+			// renewals, trust consumers): thousands of agents reading
+			// their Signer and CA again on each would be a storm of
+			// GETs for nothing.
+			state := renewalState(cur)
+			if state == last {
+				continue
+			}
+			last = state
 		}
 		select {
 		case wake <- struct{}{}:
@@ -268,4 +280,27 @@ func watchIssuerOnce(ctx context.Context, newClient func() (clientset.Interface,
 		}
 	}
 	return nil
+}
+
+// caRenewalState is what of a CA decides whether, and when, the agent
+// renews (IssuerRotating): a change of anything else does not wake it.
+type caRenewalState struct {
+	phase                rotationv1alpha1.RotationPhase
+	current, trustBundle string
+	prepared             time.Time
+	renewalWindow        time.Duration
+}
+
+func renewalState(ca *rotationv1alpha1.CertificateAuthority) caRenewalState {
+	s := caRenewalState{phase: ca.Status.Phase, trustBundle: ca.Status.TrustBundle}
+	if ca.Status.Current != nil {
+		s.current = ca.Status.Current.Fingerprint
+	}
+	if t := ca.Status.LastInitiationFinishedTime; t != nil {
+		s.prepared = t.Time
+	}
+	if r := ca.Spec.Rotation; r != nil && r.RenewalWindow != nil {
+		s.renewalWindow = r.RenewalWindow.Duration
+	}
+	return s
 }
