@@ -15,6 +15,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/authority"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signerauthz"
 )
 
@@ -154,6 +155,11 @@ func (s *Synchronous) atGrantedCreate(ctx context.Context, grant string, csr *ce
 		if s.Synced != nil && !s.Synced() {
 			return Outcome{}, apierrors.NewServiceUnavailable("the Signer list is not loaded yet; retry")
 		}
+		if isBuiltIn(csr.Spec.SignerName) {
+			// The leader creates the built-in Signers once it leads: a
+			// server that just started serves before that.
+			return Outcome{}, apierrors.NewServiceUnavailable(fmt.Sprintf("the built-in Signer of %q does not exist yet (the server is starting); retry", csr.Spec.SignerName))
+		}
 		return refuse("spec.signerName %q is not served by a Signer of this server; create the request through certificatesigningrequests instead", csr.Spec.SignerName)
 	}
 	if signer.Spec.Approval.Mode != certv1alpha1.ApprovalNodeClient {
@@ -232,4 +238,15 @@ func toVersioned(csr *certificates.CertificateSigningRequest) (*certv1alpha1.Cer
 		return nil, fmt.Errorf("converting request %s: %w", csr.Name, err)
 	}
 	return out, nil
+}
+
+// isBuiltIn says whether signerName is one of the Signers the server
+// creates itself (with or without a host cluster, test signer included).
+func isBuiltIn(signerName string) bool {
+	for _, b := range policy.BuiltIns(true, true) {
+		if b.Signer.Spec.SignerName == signerName {
+			return true
+		}
+	}
+	return false
 }

@@ -295,6 +295,13 @@ func TestAtCreateGrantedNodeClient(t *testing.T) {
 			t.Fatalf("err %v, want ServiceUnavailable", err)
 		}
 	})
+	t.Run("a built-in Signer not made yet: retry later, not refused", func(t *testing.T) {
+		f := newFixture(t, true)
+		_, err := f.sync.AtCreate(self, request(t, "rekey.io/kube-apiserver-client-kubelet", "system:node:n1", []string{"system:nodes"}, nodeUsages...))
+		if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "built-in") {
+			t.Fatalf("err %v, want ServiceUnavailable (the leader creates the built-in Signers after the server serves)", err)
+		}
+	})
 }
 
 func withRequester(csr *certificates.CertificateSigningRequest, name string) *certificates.CertificateSigningRequest {
