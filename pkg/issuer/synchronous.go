@@ -240,10 +240,11 @@ func toVersioned(csr *certificates.CertificateSigningRequest) (*certv1alpha1.Cer
 	return out, nil
 }
 
-// isBuiltIn says whether signerName is one of the Signers the server
-// creates itself (with or without a host cluster, test signer included).
+// isBuiltIn says whether signerName is one of the Signers every server
+// creates itself (those of a host cluster or of --insecure-test only are
+// not: a server without them refuses their requests for good).
 func isBuiltIn(signerName string) bool {
-	for _, b := range policy.BuiltIns(true, true) {
+	for _, b := range policy.BuiltIns(false, false) {
 		if b.Signer.Spec.SignerName == signerName {
 			return true
 		}
