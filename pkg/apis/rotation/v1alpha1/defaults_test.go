@@ -37,3 +37,28 @@ func TestRotatingCredentialDefaults(t *testing.T) {
 		t.Fatalf("defaults %+v", rc.Spec)
 	}
 }
+
+// TestRotationPolicyDefaults: 2m of trust propagation and a 10m renewal
+// window when unset (a stored CA from before spec.rotation gets them on
+// read), and 0s kept as 0s (no wait; renew at once).
+func TestRotationPolicyDefaults(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ca := &CertificateAuthority{}
+	scheme.Default(ca)
+	if r := ca.Spec.Rotation; r == nil || r.TrustPropagation.Duration != 2*time.Minute || r.RenewalWindow.Duration != 10*time.Minute {
+		t.Fatalf("spec.rotation defaults %+v", ca.Spec.Rotation)
+	}
+	zero := &CertificateAuthority{Spec: CertificateAuthoritySpec{Rotation: &RotationPolicy{TrustPropagation: &metav1.Duration{}, RenewalWindow: &metav1.Duration{}}}}
+	scheme.Default(zero)
+	if zero.Spec.Rotation.TrustPropagation.Duration != 0 || zero.Spec.Rotation.RenewalWindow.Duration != 0 {
+		t.Fatalf("0s not kept: %+v", zero.Spec.Rotation)
+	}
+	half := &CertificateAuthority{Spec: CertificateAuthoritySpec{Rotation: &RotationPolicy{RenewalWindow: &metav1.Duration{Duration: time.Minute}}}}
+	scheme.Default(half)
+	if half.Spec.Rotation.TrustPropagation.Duration != 2*time.Minute || half.Spec.Rotation.RenewalWindow.Duration != time.Minute {
+		t.Fatalf("a set window lost, or the unset propagation not defaulted: %+v", half.Spec.Rotation)
+	}
+}
