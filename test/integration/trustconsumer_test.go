@@ -120,6 +120,21 @@ func TestTrustConsumer(t *testing.T) {
 		forbidden(t, err, "trustconsumers")
 	})
 
+	t.Run("a node registers only the consumer named after it", func(t *testing.T) {
+		bind("system:node:it-n1", "rekey:trust-consumer")
+		node, _, err := cluster.UserClient("system:node:it-n1", "system:nodes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, tcSettle, "the node registering its own consumer", func(ctx context.Context) error {
+			_, err := node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("it-n1", "a"), metav1.CreateOptions{})
+			return err
+		})
+		// Its role grants trust on every CA: the name is what stops it.
+		_, err = node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("kube-apiserver-cp1", "a"), metav1.CreateOptions{})
+		forbidden(t, err, "named after it", `"it-n1"`)
+	})
+
 	t.Run("registering needs trust on each CA named", func(t *testing.T) {
 		_, err := syncer.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("kubelet", "a", "b"), metav1.CreateOptions{})
 		forbidden(t, err, `CertificateAuthority "b"`, `verb "trust"`, `resourceName "b"`)
