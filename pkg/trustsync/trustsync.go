@@ -69,7 +69,20 @@ type Options struct {
 	Exec string
 	// Once does one pass and returns.
 	Once bool
+	// Resync is how often, without Once, a pass is made with no CA
+	// change (jittered up to a fifth more): a file overwritten or deleted
+	// by someone else, or a changed --include, is repaired within it.
+	// Zero: only on CA changes.
+	Resync time.Duration
 }
+
+// ExecPendingSuffix names the marker beside the file that says --exec is
+// owed: written (atomically) before a changed file is renamed into place,
+// removed only after --exec succeeded. A trust-sync started again (a
+// restart, --once run again) that finds it runs --exec before reporting:
+// the file alone does not say what a component that reads it only at
+// start (etcd) has loaded.
+const ExecPendingSuffix = ".exec-pending"
 
 // Validate checks the options without asking the server: a name the
 // server would refuse is named here, with the flag.
@@ -104,6 +117,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--include must name a file"))
 		}
 	}
+	if o.Resync < 0 {
+		errs = append(errs, fmt.Errorf("--resync %s must not be negative (0: only on CA changes)", o.Resync))
+	}
 	return errors.Join(errs...)
 }
 
@@ -116,10 +132,37 @@ type Syncer struct {
 	// (nil until the consumer was read): a pass that would report the
 	// same asks nothing.
 	reported map[string][]string
-	// execPending: the file changed and --exec has not succeeded since.
-	execPending bool
 	// runExec runs --exec; nil runs it with sh -c (tests replace it).
 	runExec func(ctx context.Context, command string) ([]byte, error)
+	// writeFile writes a file atomically; nil is WriteFileAtomic (tests
+	// make it fail).
+	writeFile func(path string, data []byte, mode os.FileMode) error
+}
+
+// MissingCA is a --ca the file holds nothing of, and why.
+type MissingCA struct {
+	Name string
+	Why  string
+}
+
+// IncompleteError is what a pass returns after writing and reporting the
+// CAs it has when some --ca does not exist or has no trust bundle yet:
+// --once exits non-zero with it; watching, it is logged, not retried (the
+// watch brings the CA when it comes).
+type IncompleteError struct {
+	Missing []MissingCA
+}
+
+func (e *IncompleteError) Error() string {
+	var b bytes.Buffer
+	for i, m := range e.Missing {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "CertificateAuthority %q %s", m.Name, m.Why)
+	}
+	b.WriteString(": the file holds nothing of it")
+	return b.String()
 }
 
 // Run keeps the file and the report current until ctx is done (or, with
@@ -136,7 +179,10 @@ func Run(ctx context.Context, client clientset.Interface, o Options) error {
 }
 
 // Once reads every CA, writes the file if it changed, runs --exec and
-// reports: one pass.
+// reports: one pass. A CA that cannot be read fails the pass before
+// anything is written (leaving it out would drop from the file a CA that
+// exists, the one that signs among them); one that does not exist is
+// left out, and named in the *IncompleteError returned.
 func (s *Syncer) Once(ctx context.Context) error {
 	cas := make(map[string]*rotationv1alpha1.CertificateAuthority, len(s.CAs))
 	for _, name := range s.CAs {
@@ -189,13 +235,18 @@ func (s *Syncer) Watch(ctx context.Context) error {
 		}()
 	}
 	backoff := retryBackoff()
-	var retry <-chan time.Time
+	// retry is set after a failed pass, resync after a good one: a
+	// failing consumer (the server down, say) asks at the backoff's pace,
+	// not at the resync's.
+	var retry, resync <-chan time.Time
+	lastMissing := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
 		case <-retry:
+		case <-resync:
 		}
 		mu.Lock()
 		// Until every CA was read once (found or not), a pass would drop
@@ -209,14 +260,30 @@ func (s *Syncer) Watch(ctx context.Context) error {
 		if !ready {
 			continue
 		}
-		if err := s.Sync(ctx, snapshot); err != nil {
+		err := s.Sync(ctx, snapshot)
+		missing := ""
+		if incomplete := (*IncompleteError)(nil); errors.As(err, &incomplete) {
+			missing, err = incomplete.Error(), nil
+		}
+		if missing != lastMissing {
+			// Logged when it changes, not at every pass.
+			if missing != "" {
+				logger.Info("Trust bundle written without some CertificateAuthorities; waiting for them", "consumer", s.Consumer, "file", s.File, "missing", missing)
+			}
+			lastMissing = missing
+		}
+		if err != nil {
 			delay := backoff.Step()
 			logger.Error(err, "Trust bundle not synced; retrying", "consumer", s.Consumer, "file", s.File, "in", delay)
-			retry = time.After(delay)
+			retry, resync = time.After(delay), nil
 			continue
 		}
 		backoff = retryBackoff()
 		retry = nil
+		if s.Resync > 0 {
+			// Jittered: consumers started together do not check together.
+			resync = time.After(wait.Jitter(s.Resync, 0.2))
+		}
 	}
 }
 
@@ -298,7 +365,11 @@ func watchCA(ctx context.Context, client clientset.Interface, name string, set f
 }
 
 // Sync writes the file from cas (the CAs found; a CA missing has nothing
-// in the file and no report), runs --exec after a change and reports.
+// in the file and no report), runs --exec after a change (or when a
+// marker says it is owed) and reports. When the file cannot be written,
+// it reports what the file holds instead (lowered only, with --exec) and
+// fails. With a CA missing, it returns an *IncompleteError after the
+// report.
 func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.CertificateAuthority) error {
 	logger := klog.FromContext(ctx).WithValues("consumer", s.Consumer, "file", s.File)
 	bundles := map[string][]*x509.Certificate{}
@@ -314,14 +385,15 @@ func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.Cert
 		}
 		sources = append(sources, certs)
 	}
+	var missing []MissingCA
 	for _, name := range s.CAs {
 		ca := cas[name]
 		if ca == nil {
-			logger.Info("CertificateAuthority not found: nothing of it in the file", "certificateAuthority", name)
+			missing = append(missing, MissingCA{Name: name, Why: "not found"})
 			continue
 		}
 		if ca.Status.TrustBundle == "" {
-			logger.Info("CertificateAuthority has no trust bundle yet", "certificateAuthority", name)
+			missing = append(missing, MissingCA{Name: name, Why: "has no trust bundle yet"})
 			continue
 		}
 		if len(ca.Status.TrustBundle) > maxFileBytes {
@@ -336,7 +408,15 @@ func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.Cert
 	}
 	content := Union(sources...)
 	if len(content) == 0 {
-		return errors.New("no certificate to write yet: no --include, and no --ca found with a trust bundle")
+		msg := "no --include"
+		if len(missing) > 0 {
+			msg += ", and " + (&IncompleteError{Missing: missing}).Error()
+		}
+		return fmt.Errorf("no certificate to write yet: %s", msg)
+	}
+	owed, err := s.execOwed(ctx)
+	if err != nil {
+		return err
 	}
 	old, err := readCapped(s.File)
 	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errTooLarge) {
@@ -344,25 +424,90 @@ func (s *Syncer) Sync(ctx context.Context, cas map[string]*rotationv1alpha1.Cert
 		return err
 	}
 	if !bytes.Equal(old, content) {
-		if err := WriteFileAtomic(s.File, content, 0o644); err != nil {
+		if err := s.write(content); err != nil {
+			// The file holds something else (someone else's content, or
+			// nothing), and the consumer may load it: the report must not
+			// say more than that.
+			if rerr := s.reportFile(ctx, old, bundles); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
 			return err
 		}
 		logger.Info("Trust bundle written", "certificates", bytes.Count(content, []byte("-----BEGIN ")))
-		s.execPending = s.Exec != ""
+		owed = s.Exec != ""
 	}
-	if s.execPending {
+	if owed {
 		if err := s.exec(ctx); err != nil {
 			// The report waits: the consumer (which --exec tells to load
-			// the file) may not hold what the file holds.
+			// the file) may not hold what the file holds. The marker
+			// keeps the debt across a restart.
 			return err
 		}
-		s.execPending = false
+		if err := os.Remove(s.marker()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing %s after --exec succeeded: %w", s.marker(), err)
+		}
 	}
 	held, err := fileFingerprints(content)
 	if err != nil {
 		return err
 	}
-	return s.report(ctx, Holds(s.CAs, bundles, held))
+	if err := s.report(ctx, Holds(s.CAs, bundles, held), false); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &IncompleteError{Missing: missing}
+	}
+	return nil
+}
+
+// marker is the file that says --exec is owed.
+func (s *Syncer) marker() string { return s.File + ExecPendingSuffix }
+
+// execOwed says whether the marker is there. Without --exec, a marker (a
+// run with --exec left it) is owed to nothing: it is removed.
+func (s *Syncer) execOwed(ctx context.Context) (bool, error) {
+	_, err := os.Lstat(s.marker())
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("checking whether --exec is owed: %w", err)
+	case s.Exec != "":
+		return true, nil
+	}
+	if err := os.Remove(s.marker()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("removing %s (no --exec is given): %w", s.marker(), err)
+	}
+	klog.FromContext(ctx).Info("Removed the marker of an --exec owed: no --exec is given", "consumer", s.Consumer, "marker", s.marker())
+	return false, nil
+}
+
+// write replaces the file with content; with --exec, the marker that
+// says --exec is owed is written first, so that a crash between the two
+// cannot leave a changed file and no debt.
+func (s *Syncer) write(content []byte) error {
+	write := s.writeFile
+	if write == nil {
+		write = WriteFileAtomic
+	}
+	if s.Exec != "" {
+		if err := write(s.marker(), []byte(s.Exec+"\n"), 0o600); err != nil {
+			return fmt.Errorf("recording that --exec is owed, before changing the file: %w", err)
+		}
+	}
+	return write(s.File, content, 0o644)
+}
+
+// reportFile reports what old, the file as read, holds of each CA
+// (nothing, when it is missing or does not parse). With --exec, what the
+// consumer loaded is not known from the file: the report is only lowered
+// (what the file holds and the last report both have).
+func (s *Syncer) reportFile(ctx context.Context, old []byte, bundles map[string][]*x509.Certificate) error {
+	held, err := fileFingerprints(old)
+	if err != nil {
+		held = sets.New[string]()
+	}
+	return s.report(ctx, Holds(s.CAs, bundles, held), s.Exec != "")
 }
 
 // exec runs --exec with sh -c within ExecTimeout.
@@ -448,30 +593,43 @@ func Holds(names []string, bundles map[string][]*x509.Certificate, held sets.Set
 // it is created when missing (and again after an operator deleted it: a
 // consumer that runs is not gone), its spec updated when the CA list
 // differs, its status when the holds do. Nothing is asked when holds is
-// what was reported last.
-func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld) error {
+// what was reported last. lower: report only what holds and the
+// consumer's current report both have.
+func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld, lower bool) error {
 	want := map[string][]string{}
 	for _, h := range holds {
 		want[h.CertificateAuthority] = h.Fingerprints
+	}
+	if lower && s.reported != nil {
+		want = intersect(want, s.reported)
 	}
 	if s.reported != nil && sameHolds(s.reported, want) {
 		return nil
 	}
 	consumers := s.Client.RotationV1alpha1().TrustConsumers()
+	// now is what the server holds once this returns.
+	var now map[string][]string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		tc, err := s.ensure(ctx)
 		if err != nil {
 			return err
 		}
-		if sameHolds(heldBy(tc), want) {
+		now = want
+		if lower {
+			now = intersect(want, heldBy(tc))
+		}
+		if sameHolds(heldBy(tc), now) {
 			return nil
 		}
 		tc = tc.DeepCopy()
 		// The server stamps reportTime on what changed.
-		tc.Status.Holds = holds
+		tc.Status.Holds = nil
+		for _, h := range holds {
+			tc.Status.Holds = append(tc.Status.Holds, rotationv1alpha1.TrustHeld{CertificateAuthority: h.CertificateAuthority, Fingerprints: now[h.CertificateAuthority]})
+		}
 		_, err = consumers.UpdateStatus(ctx, tc, metav1.UpdateOptions{FieldManager: "rekey-agent-trust-sync"})
 		if err == nil {
-			klog.FromContext(ctx).Info("Reported the CA certificates held", "consumer", s.Consumer, "holds", holds)
+			klog.FromContext(ctx).Info("Reported the CA certificates held", "consumer", s.Consumer, "holds", tc.Status.Holds)
 		}
 		return err
 	})
@@ -479,7 +637,7 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld)
 		s.reported = nil
 		return fmt.Errorf("reporting for TrustConsumer %s: %w", s.Consumer, hint(err))
 	}
-	s.reported = want
+	s.reported = now
 	return nil
 }
 
@@ -529,6 +687,15 @@ func heldBy(tc *rotationv1alpha1.TrustConsumer) map[string][]string {
 		held[h.CertificateAuthority] = h.Fingerprints
 	}
 	return held
+}
+
+// intersect is, for each CA of a, the fingerprints b also has for it.
+func intersect(a, b map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(a))
+	for ca, fps := range a {
+		out[ca] = sets.List(sets.New(fps...).Intersection(sets.New(b[ca]...)))
+	}
+	return out
 }
 
 func sameHolds(a, b map[string][]string) bool {

@@ -121,15 +121,16 @@ func TestValidate(t *testing.T) {
 		o    Options
 		want string
 	}{
-		"ok":            {Options{Consumer: "kube-apiserver.node-1", File: "/f", CAs: []string{"a"}}, ""},
-		"no consumer":   {Options{File: "/f", CAs: []string{"a"}}, "--consumer is required"},
-		"bad consumer":  {Options{Consumer: "Kube_APIServer", File: "/f", CAs: []string{"a"}}, `--consumer "Kube_APIServer" is not a valid TrustConsumer name`},
-		"no file":       {Options{Consumer: "c", CAs: []string{"a"}}, "--file is required"},
-		"no CA":         {Options{Consumer: "c", File: "/f"}, "--ca is required"},
-		"a CA twice":    {Options{Consumer: "c", File: "/f", CAs: []string{"a", "a"}}, `--ca "a" is given twice`},
-		"a bad CA name": {Options{Consumer: "c", File: "/f", CAs: []string{"A B"}}, `--ca "A B" is not a valid`},
-		"too many CAs":  {Options{Consumer: "c", File: "/f", CAs: many}, "at most 16"},
-		"empty include": {Options{Consumer: "c", File: "/f", CAs: []string{"a"}, Include: []string{""}}, "--include must name a file"},
+		"ok":              {Options{Consumer: "kube-apiserver.node-1", File: "/f", CAs: []string{"a"}}, ""},
+		"no consumer":     {Options{File: "/f", CAs: []string{"a"}}, "--consumer is required"},
+		"bad consumer":    {Options{Consumer: "Kube_APIServer", File: "/f", CAs: []string{"a"}}, `--consumer "Kube_APIServer" is not a valid TrustConsumer name`},
+		"no file":         {Options{Consumer: "c", CAs: []string{"a"}}, "--file is required"},
+		"no CA":           {Options{Consumer: "c", File: "/f"}, "--ca is required"},
+		"a CA twice":      {Options{Consumer: "c", File: "/f", CAs: []string{"a", "a"}}, `--ca "a" is given twice`},
+		"a bad CA name":   {Options{Consumer: "c", File: "/f", CAs: []string{"A B"}}, `--ca "A B" is not a valid`},
+		"too many CAs":    {Options{Consumer: "c", File: "/f", CAs: many}, "at most 16"},
+		"empty include":   {Options{Consumer: "c", File: "/f", CAs: []string{"a"}, Include: []string{""}}, "--include must name a file"},
+		"negative resync": {Options{Consumer: "c", File: "/f", CAs: []string{"a"}, Resync: -time.Second}, "--resync"},
 	} {
 		err := tc.o.Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
@@ -312,15 +313,15 @@ func TestConsumerCreatedThenSpecUpdated(t *testing.T) {
 }
 
 // A CA that does not exist has nothing in the file and no report; the
-// others are written and reported. With no certificate at all, nothing
-// is written.
+// others are written and reported (and the pass says which CA is
+// missing). With no certificate at all, nothing is written.
 func TestMissingCAIsLeftOut(t *testing.T) {
 	a := newCA(t, "a")
 	client := fake.NewSimpleClientset(caObject("ca1", a))
 	file := filepath.Join(t.TempDir(), "ca.crt")
 	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"missing", "ca1"}}, Client: client}
-	if err := s.Once(context.Background()); err != nil {
-		t.Fatal(err)
+	if err := s.Once(context.Background()); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a missing CA: %v", err)
 	}
 	if got := fileCerts(t, file); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("file holds %v", got)
@@ -415,5 +416,269 @@ func TestHolds(t *testing.T) {
 	want := []rotationv1alpha1.TrustHeld{{CertificateAuthority: "ca2", Fingerprints: []string{fp(c)}}, {CertificateAuthority: "ca1", Fingerprints: []string{fp(a)}}}
 	if len(got) != len(want) || got[0].CertificateAuthority != "ca2" || !slices.Equal(got[0].Fingerprints, want[0].Fingerprints) || !slices.Equal(got[1].Fingerprints, want[1].Fingerprints) {
 		t.Fatalf("holds %v, want %v", got, want)
+	}
+}
+
+// The debt of a failed --exec outlives the process: a trust-sync started
+// again (or --once run again) finds the file already written, yet runs
+// --exec before it reports the new CA held (etcd reads its CA file only
+// at start, so the file alone says nothing of what it trusts).
+func TestExecDebtSurvivesARestart(t *testing.T) {
+	a, next := newCA(t, "a"), newCA(t, "next")
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	ex := &execCounter{}
+	opts := Options{Consumer: "c", File: file, CAs: []string{"ca"}, Exec: "reload"}
+	ctx := context.Background()
+	if err := (&Syncer{Options: opts, Client: client, runExec: ex.run}).Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(ctx, caObject("ca", a, next), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ex.fail = true
+	if err := (&Syncer{Options: opts, Client: client, runExec: ex.run}).Once(ctx); err == nil {
+		t.Fatal("a failed --exec, and no error")
+	}
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a", "next"}) {
+		t.Fatalf("file holds %v", got)
+	}
+	if _, err := os.Stat(file + ExecPendingSuffix); err != nil {
+		t.Fatalf("no marker of the --exec owed: %v", err)
+	}
+	// Restarted, --exec still failing: still owed, the report still waits.
+	if err := (&Syncer{Options: opts, Client: client, runExec: ex.run}).Once(ctx); err == nil || ex.count() != 3 {
+		t.Fatalf("restarted with --exec owed and failing: %v after %d runs, want an error after 3", err, ex.count())
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, []string{fp(a)}) {
+		t.Fatalf("reported %v while --exec owed fails, want the old report", got)
+	}
+	// Restarted, --exec succeeding: run, then reported, the marker gone.
+	ex.fail = false
+	if err := (&Syncer{Options: opts, Client: client, runExec: ex.run}).Once(ctx); err != nil || ex.count() != 4 {
+		t.Fatalf("restarted with --exec owed: %v after %d runs, want 4", err, ex.count())
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, sorted(fp(a), fp(next))) {
+		t.Fatalf("reported %v", got)
+	}
+	if _, err := os.Stat(file + ExecPendingSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the marker stays after --exec succeeded: %v", err)
+	}
+	// Paid: another start runs nothing.
+	if err := (&Syncer{Options: opts, Client: client, runExec: ex.run}).Once(ctx); err != nil || ex.count() != 4 {
+		t.Fatalf("nothing owed: %v after %d runs, want 4", err, ex.count())
+	}
+}
+
+// The marker is written before the file: when it cannot be, the file is
+// not changed (else a crash in between would leave a changed file and no
+// --exec owed).
+func TestExecMarkerBeforeTheFile(t *testing.T) {
+	a := newCA(t, "a")
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	// A non-empty directory where the marker goes: no file renames over it.
+	if err := os.MkdirAll(filepath.Join(file+ExecPendingSuffix, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ex := &execCounter{}
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}, Exec: "reload"}, Client: fake.NewSimpleClientset(caObject("ca", a)), runExec: ex.run}
+	if err := s.Once(context.Background()); err == nil {
+		t.Fatal("the marker could not be written, and no error")
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("the file was written without the marker: %v", err)
+	}
+}
+
+// A marker left by a run with --exec, when --exec is no longer given, is
+// owed to nothing: removed, nothing run.
+func TestStaleMarkerWithoutExec(t *testing.T) {
+	a := newCA(t, "a")
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(file+ExecPendingSuffix, []byte("reload\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}}, Client: client}
+	if err := s.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file + ExecPendingSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the stale marker stays: %v", err)
+	}
+}
+
+// --once fails naming a --ca that does not exist or has no bundle yet,
+// after writing and reporting the others.
+func TestOnceFailsNamingAMissingCA(t *testing.T) {
+	a := newCA(t, "a")
+	client := fake.NewSimpleClientset(caObject("ca1", a), caObject("empty"))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	err := (&Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"missing", "ca1", "empty"}}, Client: client}).Once(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `"missing"`) || !strings.Contains(err.Error(), `"empty"`) || strings.Contains(err.Error(), `"ca1"`) {
+		t.Fatalf("--once with a missing CA and one without a bundle: %v", err)
+	}
+	if got := fileCerts(t, file); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("file holds %v", got)
+	}
+	if got, want := holds(consumer(t, client, "c")), map[string][]string{"ca1": {fp(a)}}; !equalHolds(got, want) {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+
+	// Without --once, a missing CA is logged, not retried as a failure:
+	// the others are kept, and the CA joins the file when it is created.
+	b := newCA(t, "b")
+	s := &Syncer{Options: Options{Consumer: "w", File: filepath.Join(t.TempDir(), "ca.crt"), CAs: []string{"ca1", "later"}}, Client: client}
+	ctx, stop := watchInBackground(t, s)
+	defer stop()
+	eventually(t, ctx, "ca1 reported", reportedAs(ctx, client, "w", map[string][]string{"ca1": {fp(a)}}))
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(ctx, caObject("later", b), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the created CA reported", reportedAs(ctx, client, "w", map[string][]string{"ca1": {fp(a)}, "later": {fp(b)}}))
+}
+
+// Without --once, the file is checked on a timer too: overwritten,
+// deleted, or an --include changed, it is written again (and --exec run),
+// without asking the server anything when the report stays the same.
+func TestResyncRepairsTheFile(t *testing.T) {
+	a, x, y := newCA(t, "a"), newCA(t, "x"), newCA(t, "y")
+	dir := t.TempDir()
+	include := filepath.Join(dir, "fixed.pem")
+	if err := os.WriteFile(include, x.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	file := filepath.Join(dir, "ca.crt")
+	ex := &execCounter{}
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}, Include: []string{include}, Exec: "reload", Resync: 20 * time.Millisecond}, Client: client, runExec: ex.run}
+	ctx, stop := watchInBackground(t, s)
+	defer stop()
+	eventually(t, ctx, "the first report", reportedAs(ctx, client, "c", map[string][]string{"ca": {fp(a)}}))
+	holdsNow := func(want ...string) func() bool {
+		return func() bool {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return false
+			}
+			certs, err := strictpem.Certificates(data, 16)
+			if err != nil || len(certs) != len(want) {
+				return false
+			}
+			for i, c := range certs {
+				if c.Subject.CommonName != want[i] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, ctx, "the file written", holdsNow("x", "a"))
+	client.ClearActions()
+
+	if err := os.WriteFile(file, y.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "an overwritten file repaired", holdsNow("x", "a"))
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "a deleted file repaired", holdsNow("x", "a"))
+	if err := os.WriteFile(include, y.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "a changed --include written", holdsNow("y", "a"))
+	eventually(t, ctx, "--exec after each repair", func() bool { return ex.count() >= 4 })
+	for _, act := range client.Actions() {
+		if act.GetVerb() != "watch" {
+			t.Fatalf("a resync with the same report asked the server: %v", act)
+		}
+	}
+}
+
+// A file that cannot be written is reported as what it holds: overwritten
+// by someone else without the CA, the consumer no longer claims it. While
+// --exec is owed, such a report only takes away.
+func TestUnwritableFileReportedAsItIs(t *testing.T) {
+	a, next, other := newCA(t, "a"), newCA(t, "next"), newCA(t, "other")
+	client := fake.NewSimpleClientset(caObject("ca", a))
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	var writeErr error
+	s := &Syncer{Options: Options{Consumer: "c", File: file, CAs: []string{"ca"}}, Client: client,
+		writeFile: func(path string, data []byte, mode os.FileMode) error {
+			if writeErr != nil && path == file {
+				return writeErr
+			}
+			return WriteFileAtomic(path, data, mode)
+		}}
+	ctx := context.Background()
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, other.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeErr = errors.New("read-only file system")
+	if err := s.Once(ctx); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("an unwritable file: %v", err)
+	}
+	if got := holds(consumer(t, client, "c")); !equalHolds(got, map[string][]string{"ca": nil}) {
+		t.Fatalf("reported %v for a file without the CA, want nothing held", got)
+	}
+	writeErr = nil
+	if err := s.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := holds(consumer(t, client, "c"))["ca"]; !slices.Equal(got, []string{fp(a)}) {
+		t.Fatalf("reported %v after the file was written again", got)
+	}
+
+	// --exec owed (the next CA written, the command failing), then the
+	// file overwritten with the next CA only and unwritable: the next CA
+	// is not claimed (the consumer may not have loaded it), a is dropped.
+	ex := &execCounter{fail: true}
+	s.Exec, s.runExec = "reload", ex.run
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(ctx, caObject("ca", a, next), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Once(ctx); err == nil {
+		t.Fatal("a failed --exec, and no error")
+	}
+	if err := os.WriteFile(file, next.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeErr = errors.New("read-only file system")
+	if err := s.Once(ctx); err == nil {
+		t.Fatal("an unwritable file, and no error")
+	}
+	if got := holds(consumer(t, client, "c")); !equalHolds(got, map[string][]string{"ca": nil}) {
+		t.Fatalf("reported %v while --exec is owed, want nothing held", got)
+	}
+}
+
+func watchInBackground(t *testing.T, s *Syncer) (context.Context, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	return ctx, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}
+}
+
+func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func reportedAs(ctx context.Context, client *fake.Clientset, name string, want map[string][]string) func() bool {
+	return func() bool {
+		tc, err := client.RotationV1alpha1().TrustConsumers().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && equalHolds(holds(tc), want)
 	}
 }

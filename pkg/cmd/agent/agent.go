@@ -320,7 +320,8 @@ func newTrustSyncCommand() *cobra.Command {
 --include certificates to --file (atomically, mode 0644, only when it changes), runs --exec
 after a change, and reports to rekey, as TrustConsumer --consumer, which certificates of each
 CA the file holds. A rotation of those CAs stays Preparing, the old CA signing, until the file
-holds the new CA. Without --once it watches the CAs and keeps going.`,
+holds the new CA. Without --once it watches the CAs and keeps going, and checks the file every
+--resync too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -344,7 +345,8 @@ holds the new CA. Without --once it watches the CAs and keeps going.`,
 	fs.StringVar(&o.File, "file", "", "the CA file to keep (what kube-apiserver's or the kubelet's --client-ca-file, or etcd's --trusted-ca-file, names)")
 	fs.StringArrayVar(&o.CAs, "ca", nil, "a CertificateAuthority whose trust bundle the file holds (repeatable, at most 16)")
 	fs.StringArrayVar(&o.Include, "include", nil, "a PEM file of fixed certificates written first (repeatable; the cluster's own CA, say)")
-	fs.BoolVar(&o.Once, "once", false, "one pass (write, --exec, report), then exit: non-zero on any failure")
-	fs.StringVar(&o.Exec, "exec", "", "a command run with sh -c after the file changed (within 2m); while it fails, the report waits and it is retried")
+	fs.BoolVar(&o.Once, "once", false, "one pass (write, --exec, report), then exit: non-zero on any failure, and when a --ca does not exist or has no trust bundle yet (the others written)")
+	fs.StringVar(&o.Exec, "exec", "", "a command run with sh -c after the file changed (within 2m); while it fails, the report waits and it is retried, also after a restart (a marker, --file + \""+trustsync.ExecPendingSuffix+"\", records it is owed)")
+	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "without --once, also check the file this often (jittered) and repair it when it was overwritten or deleted or an --include changed (0: only on CA changes)")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRunOptionsValidate(t *testing.T) {
@@ -101,12 +102,17 @@ func TestTrustSyncFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"kubeconfig", "consumer", "file", "ca", "include", "once", "exec"} {
+	for _, name := range []string{"kubeconfig", "consumer", "file", "ca", "include", "once", "exec", "resync"} {
 		if sync.Flags().Lookup(name) == nil {
 			t.Errorf("no --%s", name)
 		}
 	}
 	if cas, err := sync.Flags().GetStringArray("ca"); err != nil || strings.Join(cas, "|") != "a|b" {
 		t.Errorf("--ca parsed as %v, %v", cas, err)
+	}
+	// The file is re-checked on a timer by default (an overwritten file is
+	// repaired without waiting for a CA change).
+	if resync, err := sync.Flags().GetDuration("resync"); err != nil || resync != 30*time.Second {
+		t.Errorf("--resync defaults to %v, %v; want 30s", resync, err)
 	}
 }
