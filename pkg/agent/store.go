@@ -273,17 +273,6 @@ func readPrivate(path string) ([]byte, error) {
 	return readAllCapped(f, path)
 }
 
-// readCapped reads a public file outside the directory (the trust bundle):
-// it follows links, as a mounted ConfigMap is one, and holds no secret.
-func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	return readAllCapped(f, path)
-}
-
 // readAllCapped reads f (opened from path) whole, refusing more than
 // maxPairBytes before holding it all.
 func readAllCapped(f *os.File, path string) ([]byte, error) {
