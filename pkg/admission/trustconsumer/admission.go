@@ -10,7 +10,8 @@
 // that no one can report on another consumer's behalf. Delete is left to
 // RBAC: removing a consumer that is gone is an operator's job. A node
 // (system:node:NAME, or any member of system:nodes) may register and report
-// only for the consumer named NAME: one per node, never another's.
+// only for the consumer named node.NAME: one per node, never another's;
+// names beginning with node. are the nodes' alone.
 package trustconsumer
 
 import (
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apiserver/pkg/admission"
@@ -37,6 +39,10 @@ const PluginName = "TrustConsumer"
 // VerbTrust is the verb on a CertificateAuthority that registering a
 // consumer of it needs.
 const VerbTrust = "trust"
+
+// NodeConsumerPrefix starts the name of a node's trust consumer,
+// node.<node name>; only nodes register such names.
+const NodeConsumerPrefix = "node."
 
 // Register adds the plugin to a plugin registry.
 func Register(plugins *admission.Plugins) {
@@ -89,12 +95,21 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if u == nil {
 		return admission.NewForbidden(a, errors.New("no user information on the request"))
 	}
-	// A node registers and reports for one consumer, named after itself
-	// (its kubelet's client-CA file): a node holding the trust verb may
-	// not take another consumer's name (and report the new CA in its
-	// stead), nor register consumers without end to hold rotations.
-	if node, isNode := nodeuser.NodeName(u); isNode && (node == "" || tc.Name != node) {
-		return admission.NewForbidden(a, fmt.Errorf("node %q may only register and report for the trust consumer named after it (%q)", u.GetName(), node))
+	// A node registers and reports for one consumer, node.<its name> (its
+	// kubelet's client-CA file): a node holding the trust verb may not
+	// take another consumer's name (and report the new CA in its stead),
+	// nor register consumers without end to hold rotations. The prefix
+	// is the nodes' alone, so that a node whose name is another
+	// consumer's (a bootstrap token can get a certificate for any node
+	// name) still cannot take that consumer, and no one else takes a
+	// node's.
+	node, isNode := nodeuser.NodeName(u)
+	if isNode && (node == "" || tc.Name != NodeConsumerPrefix+node) {
+		return admission.NewForbidden(a, fmt.Errorf("node %q may only register and report for the trust consumer %q", u.GetName(), NodeConsumerPrefix+node))
+	}
+	if !isNode && strings.HasPrefix(tc.Name, NodeConsumerPrefix) && a.GetOperation() == admission.Create {
+		return admission.NewForbidden(a, fmt.Errorf("trust consumer names beginning with %q are for nodes (node %s registers %s<name>); user %q is not a node",
+			NodeConsumerPrefix, "<name>", NodeConsumerPrefix, u.GetName()))
 	}
 	var had []string
 	if a.GetOperation() == admission.Update {

@@ -169,13 +169,15 @@ func TestOtherResources(t *testing.T) {
 }
 
 // TestANodeHasOneConsumerNamedAfterIt: a node holding trust on every CA
-// still registers and reports only for the consumer of its own name, so it
-// can neither take a control-plane consumer's name nor register consumers
-// without end.
+// still registers and reports only for node.<its name>, so it can neither
+// take a control-plane consumer's name (not even a node named like it) nor
+// register consumers without end; and no one else takes a node's name.
 func TestANodeHasOneConsumerNamedAfterIt(t *testing.T) {
 	grants := []admissiontest.Grant{
 		{User: "system:node:worker-1", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
 		{User: "system:node:kube-apiserver", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+		{User: "system:node:kube-apiserver-cp1", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
+		{User: "alice", Verb: "trust", Name: "a", Resource: "certificateauthorities"},
 	}
 	named := func(name, reporter string) *rotation.TrustConsumer {
 		tc := consumer(reporter, "a")
@@ -197,21 +199,26 @@ func TestANodeHasOneConsumerNamedAfterIt(t *testing.T) {
 	for name, tc := range map[string]struct {
 		a     admission.Attributes
 		allow bool
+		says  string
 	}{
-		"its own":                    {a: attrsAs(named("worker-1", ""), nil, "", node("system:node:worker-1", "system:nodes")), allow: true},
-		"its own report":             {a: attrsAs(named("worker-1", "system:node:worker-1"), named("worker-1", "system:node:worker-1"), "status", node("system:node:worker-1", "system:nodes")), allow: true},
-		"a control-plane name":       {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:worker-1", "system:nodes"))},
-		"another node's":             {a: attrsAs(named("worker-2", ""), nil, "", node("system:node:worker-1", "system:nodes"))},
-		"group without a node name":  {a: attrsAs(named("worker-1", ""), nil, "", node("worker-1", "system:nodes"))},
-		"node-prefixed, not a group": {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:kube-apiserver"))},
+		"its own":                    {a: attrsAs(named("node.worker-1", ""), nil, "", node("system:node:worker-1", "system:nodes")), allow: true},
+		"its own report":             {a: attrsAs(named("node.worker-1", "system:node:worker-1"), named("node.worker-1", "system:node:worker-1"), "status", node("system:node:worker-1", "system:nodes")), allow: true},
+		"its bare name":              {a: attrsAs(named("worker-1", ""), nil, "", node("system:node:worker-1", "system:nodes")), says: `"node.worker-1"`},
+		"a control-plane name":       {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:worker-1", "system:nodes")), says: `"node.worker-1"`},
+		"a node named like one":      {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:kube-apiserver-cp1", "system:nodes")), says: `"node.kube-apiserver-cp1"`},
+		"another node's":             {a: attrsAs(named("node.worker-2", ""), nil, "", node("system:node:worker-1", "system:nodes")), says: `"node.worker-1"`},
+		"group without a node name":  {a: attrsAs(named("node.worker-1", ""), nil, "", node("worker-1", "system:nodes")), says: "may only"},
+		"node-prefixed, not a group": {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("system:node:kube-apiserver")), says: "may only"},
+		"a user takes a node's name": {a: attrsAs(named("node.worker-1", ""), nil, "", node("alice")), says: "are for nodes"},
+		"a user's own name":          {a: attrsAs(named("kube-apiserver-cp1", ""), nil, "", node("alice")), allow: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := newPlugin(t, &admissiontest.Authorizer{T: t, Grants: grants}).Validate(context.Background(), tc.a, nil)
 			if tc.allow != (err == nil) {
 				t.Fatalf("allowed %v, want %v (err %v)", err == nil, tc.allow, err)
 			}
-			if err != nil && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "named after it")) {
-				t.Fatalf("error %v, want a 403 that says why", err)
+			if err != nil && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.says)) {
+				t.Fatalf("error %v, want a 403 that says %s", err, tc.says)
 			}
 		})
 	}

@@ -781,10 +781,17 @@ type PublishError struct {
 
 func (e *PublishError) Error() string { return e.msg }
 
+// errImmutable marks a ConfigMap rekey published that a namespace's user
+// made immutable.
+var errImmutable = errors.New("made immutable in its namespace")
+
 // namespaceLocal says whether a ConfigMap write failed because of what a
-// namespace's users did to the object, not because rekey cannot write.
+// namespace's users did to the object, on positive evidence only (an
+// object of the name seen not to be rekey's, or rekey's made immutable),
+// not because rekey cannot write: any other failure, a refusal by a
+// webhook or by validation included, holds the rotation.
 func namespaceLocal(err error) bool {
-	return errors.Is(err, errNotOurs) || apierrors.IsInvalid(err)
+	return errors.Is(err, errNotOurs) || errors.Is(err, errImmutable)
 }
 
 // ensureConfigMap creates the ConfigMap if rekey's cache has none, and
@@ -803,6 +810,15 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 			Data:       map[string]string{BundleKey: ca.Status.TrustBundle},
 		}, metav1.CreateOptions{FieldManager: fieldManager})
 		if apierrors.IsAlreadyExists(err) {
+			// The cache may just lag behind rekey's own create: only the
+			// object itself says whose it is.
+			live, getErr := cms.Get(ctx, name, metav1.GetOptions{})
+			if getErr != nil {
+				return fmt.Errorf("ConfigMap %s/%s exists and could not be read: %w", ns, name, getErr)
+			}
+			if live.Labels[OwnerLabel] == ca.Name {
+				return fmt.Errorf("ConfigMap %s/%s is rekey's but not yet in its cache; retrying", ns, name)
+			}
 			return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 		}
 		if err == nil {
@@ -819,6 +835,9 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	}
 	if cachedDigest(cm) == digest(ca.Status.TrustBundle) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
+	}
+	if cm.Immutable != nil && *cm.Immutable {
+		return fmt.Errorf("ConfigMap %s/%s: %w; its data cannot change until someone there deletes it (rekey then publishes it again)", ns, name, errImmutable)
 	}
 	if staleOwner(cm.OwnerReferences, owner) {
 		patch, err := replaceOwnerPatch(cm, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})

@@ -8,8 +8,12 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
 
 	"rekey.io/rekey/pkg/trustpublish"
 	"rekey.io/rekey/test/framework"
@@ -50,5 +54,36 @@ func TestANamespacesOwnConfigMapDoesNotHoldTheRotation(t *testing.T) {
 	}
 	if lag := reportAfterSync(t, "OLD+NEW"); lag != "" {
 		t.Fatalf("everything written, yet lagging: %s", lag)
+	}
+	// rekey's own ConfigMap made immutable there: local too.
+	immutable := true
+	frozen := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", Namespace: "listed", Labels: map[string]string{OwnerLabel: "team-ca"}},
+		Data: map[string]string{BundleKey: "OLD"}, Immutable: &immutable}
+	if lag := reportAfterSync(t, "OLD+NEW", frozen); lag != "" {
+		t.Fatalf("rekey's ConfigMap made immutable in a namespace held the publication: %s", lag)
+	}
+}
+
+// TestARefusedConfigMapWriteHoldsTheRotation: a write refused for any
+// other reason (a webhook's or validation's 422, say) is rekey's failure,
+// not the namespace's doing: the bundle does not count as published.
+func TestARefusedConfigMapWriteHoldsTheRotation(t *testing.T) {
+	f := newFixtureWith(t, nil)
+	f.kube.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "team-ca", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "x", "refused by a webhook")})
+	})
+	tracker := trustpublish.New()
+	f.c.reporter = tracker.Register("rekey-publisher", Concerns)
+	ca := teamCA("OLD+NEW")
+	if _, err := f.rekey.RotationV1alpha1().CertificateAuthorities().Create(f.ctx, ca, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 10*time.Second, "the CA in the publisher's cache", func(context.Context) error {
+		_, err := f.c.cas.Get("team-ca")
+		return err
+	})
+	_, _ = f.c.sync(f.ctx, "team-ca")
+	if lag := strings.Join(tracker.Lagging(ca), "; "); !strings.Contains(lag, "refused by a webhook") {
+		t.Fatalf("a refused write did not hold the publication: %q", lag)
 	}
 }
