@@ -142,16 +142,29 @@ func TestAgentBootstrapsFromNothing(t *testing.T) {
 		t.Fatalf("%d requests after a second run, want 1", n)
 	}
 
-	ecOut, err := exec.Command(framework.Binary(t, "rekey-agent"), "exec-credential", "--cert-dir", certDir).Output()
-	if err != nil {
-		t.Fatal(err)
+	execCredential := func(args ...string) *clientauthv1.ExecCredential {
+		t.Helper()
+		before := time.Now()
+		ecOut, err := exec.Command(framework.Binary(t, "rekey-agent"), append([]string{"exec-credential", "--cert-dir", certDir}, args...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ec clientauthv1.ExecCredential
+		if err := json.Unmarshal(ecOut, &ec); err != nil || ec.Status == nil || !strings.Contains(ec.Status.ClientCertificateData, "BEGIN CERTIFICATE") {
+			t.Fatalf("exec-credential: %v %s", err, ecOut)
+		}
+		if ec.Status.ExpirationTimestamp.Time.Before(before.Truncate(time.Second)) {
+			t.Fatalf("expiration %s is in the past", ec.Status.ExpirationTimestamp)
+		}
+		return &ec
 	}
-	var ec clientauthv1.ExecCredential
-	if err := json.Unmarshal(ecOut, &ec); err != nil || ec.Status == nil || !strings.Contains(ec.Status.ClientCertificateData, "BEGIN CERTIFICATE") {
-		t.Fatalf("exec-credential: %v %s", err, ecOut)
+	// By default client-go asks again within a minute (--recheck), so that
+	// a renewal run makes during a CA rotation is taken soon.
+	if ec := execCredential(); ec.Status.ExpirationTimestamp.Time.After(time.Now().Add(time.Minute)) {
+		t.Errorf("expiration %s, want within --recheck's minute", ec.Status.ExpirationTimestamp)
 	}
-	if !ec.Status.ExpirationTimestamp.Time.Equal(agent.RotationDeadline(pair.Leaf, nil).Truncate(time.Second)) {
-		t.Errorf("expiration %s, want the renewal deadline", ec.Status.ExpirationTimestamp)
+	if ec := execCredential("--recheck", "0"); !ec.Status.ExpirationTimestamp.Time.Equal(agent.RotationDeadline(pair.Leaf, nil).Truncate(time.Second)) {
+		t.Errorf("expiration %s with --recheck 0, want the renewal deadline", ec.Status.ExpirationTimestamp)
 	}
 	if _, err := exec.Command(framework.Binary(t, "rekey-agent"), "exec-credential", "--cert-dir", t.TempDir()).Output(); err == nil {
 		t.Error("exec-credential without a certificate exited 0")
