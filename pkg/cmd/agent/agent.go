@@ -340,7 +340,7 @@ holds the new CA. Without --once it watches the CAs and keeps going, and checks 
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of a user with the rekey:trust-consumer role (empty: in-cluster)")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the user that registers and reports for --consumer, its own (rekey:trust-consumer; on a node, the node's own credential with rekey:node-trust-consumer and --consumer node.<node name>); empty: in-cluster")
 	fs.StringVar(&o.Consumer, "consumer", "", "the TrustConsumer's name (a DNS subdomain): created if missing, reported as")
 	fs.StringVar(&o.File, "file", "", "the CA file to keep (what kube-apiserver's or the kubelet's --client-ca-file, or etcd's --trusted-ca-file, names)")
 	fs.StringArrayVar(&o.CAs, "ca", nil, "a CertificateAuthority whose trust bundle the file holds (repeatable, at most 16)")
