@@ -132,6 +132,9 @@ type Syncer struct {
 	// (nil until the consumer was read): a pass that would report the
 	// same asks nothing.
 	reported map[string][]string
+	// claimed: a report of this process was accepted, so the consumer is
+	// this user's.
+	claimed bool
 	// runExec runs --exec; nil runs it with sh -c (tests replace it).
 	runExec func(ctx context.Context, command string) ([]byte, error)
 	// writeFile writes a file atomically; nil is WriteFileAtomic (tests
@@ -609,6 +612,7 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld,
 	consumers := s.Client.RotationV1alpha1().TrustConsumers()
 	// now is what the server holds once this returns.
 	var now map[string][]string
+	var owner string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		tc, err := s.ensure(ctx)
 		if err != nil {
@@ -618,9 +622,15 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld,
 		if lower {
 			now = intersect(want, heldBy(tc))
 		}
-		if sameHolds(heldBy(tc), now) {
+		// The first report of a process is written even when the
+		// server holds it already: only a write says the consumer is this
+		// user's (the server refuses anyone but its spec.reporter), so a
+		// consumer of this name that someone else registered, and reports
+		// for, is found at once instead of silently taken for ours.
+		if sameHolds(heldBy(tc), now) && s.claimed {
 			return nil
 		}
+		owner = tc.Spec.Reporter
 		tc = tc.DeepCopy()
 		// The server stamps reportTime on what changed.
 		tc.Status.Holds = nil
@@ -635,9 +645,13 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld,
 	})
 	if err != nil {
 		s.reported = nil
+		if apierrors.IsForbidden(err) && owner != "" {
+			return fmt.Errorf("reporting for TrustConsumer %s, registered by %q: %w (if that is not this trust-sync's user, someone else holds the consumer's name: an operator must delete it)", s.Consumer, owner, hint(err))
+		}
 		return fmt.Errorf("reporting for TrustConsumer %s: %w", s.Consumer, hint(err))
 	}
 	s.reported = now
+	s.claimed = true
 	return nil
 }
 

@@ -682,3 +682,26 @@ func reportedAs(ctx context.Context, client *fake.Clientset, name string, want m
 		return err == nil && equalHolds(holds(tc), want)
 	}
 }
+
+// TestASquattedConsumerIsFoundAtOnce: a consumer of this name that another
+// user registered, already reporting what the file holds, is not silently
+// taken for ours: the first report of a process is written even then, and
+// the server's refusal (only the reporter writes) fails the pass naming
+// who registered it.
+func TestASquattedConsumerIsFoundAtOnce(t *testing.T) {
+	a := newCA(t, "a")
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	squatted := &rotationv1alpha1.TrustConsumer{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-cp1"},
+		Spec:   rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: []string{"ca"}, Reporter: "system:node:mallory"},
+		Status: rotationv1alpha1.TrustConsumerStatus{Holds: []rotationv1alpha1.TrustHeld{{CertificateAuthority: "ca", Fingerprints: []string{fp(a)}}}}}
+	client := fake.NewSimpleClientset(caObject("ca", a), squatted)
+	// What the TrustConsumer admission plugin answers anyone but the reporter.
+	client.PrependReactor("update", "trustconsumers", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(rotationv1alpha1.Resource("trustconsumers"), "kube-apiserver-cp1", errors.New(`only "system:node:mallory" may report for it`))
+	})
+	s := &Syncer{Options: Options{Consumer: "kube-apiserver-cp1", File: file, CAs: []string{"ca"}}, Client: client}
+	err := s.Once(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `registered by "system:node:mallory"`) {
+		t.Fatalf("err %v; want the pass to fail naming who registered the consumer", err)
+	}
+}
