@@ -31,27 +31,19 @@ func tcFingerprint(i int) string { return fmt.Sprintf("SHA256:%064x", i) }
 // refused naming the field.
 func TestTrustConsumer(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	rekey := framework.Binary(t, "rekey-apiserver")
-	cluster, err := framework.StartCluster(dir, rekey, framework.ClusterOptions{Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("rekey-apiserver log tail:\n%s", cluster.Rekey.LogTail(8000))
-		}
-		cluster.Stop()
-	})
+	cluster := kubeCluster(t)
 	ctx := context.Background()
 	admin := cluster.Admin
 
-	// trust on CAs a and c only, with resourceNames, beside the shipped
+	// The cluster is shared (kubeCluster): the names of what this test
+	// makes, its users, and the CAs its consumers name, all carry "tc".
+
+	// trust on CAs tc-a and tc-c only, with resourceNames, beside the shipped
 	// rekey:trust-reporter: as docs/trust-consumers.md tells operators.
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "it-trust-a-c"},
+		ObjectMeta: metav1.ObjectMeta{Name: "it-tc-trust-a-c"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"rotation.rekey.io"}, Resources: []string{"certificateauthorities"},
-			ResourceNames: []string{"a", "c"}, Verbs: []string{"trust"}}},
+			ResourceNames: []string{"tc-a", "tc-c"}, Verbs: []string{"trust"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +64,9 @@ func TestTrustConsumer(t *testing.T) {
 		}
 		return c
 	}
-	requester := bind("requester", "rekey:requester")
-	syncer := bind("syncer", "rekey:trust-reporter", "it-trust-a-c")
-	other := bind("other", "rekey:trust-consumer")
+	requester := bind("tc-requester", "rekey:requester")
+	syncer := bind("tc-syncer", "rekey:trust-reporter", "it-tc-trust-a-c")
+	other := bind("tc-other", "rekey:trust-consumer")
 	consumer := func(name string, cas ...string) *rotationv1alpha1.TrustConsumer {
 		return &rotationv1alpha1.TrustConsumer{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: cas}}
@@ -94,18 +86,19 @@ func TestTrustConsumer(t *testing.T) {
 	// (c) The registering user is the reporter, whatever the client sent.
 	// Registering is retried until the bindings have reached rekey.
 	var registered *rotationv1alpha1.TrustConsumer
-	framework.Eventually(t, tcSettle, "syncer registering kube-apiserver", func(ctx context.Context) error {
-		tc := consumer("kube-apiserver", "a", "c")
+	framework.Eventually(t, tcSettle, "tc-syncer registering kube-apiserver-tc", func(ctx context.Context) error {
+		tc := consumer("kube-apiserver-tc", "tc-a", "tc-c")
 		tc.Spec.Reporter = "mallory"
-		tc.Status.Holds = []rotationv1alpha1.TrustHeld{{CertificateAuthority: "a", Fingerprints: []string{tcFingerprint(1)}}}
+		tc.Status.Holds = []rotationv1alpha1.TrustHeld{{CertificateAuthority: "tc-a", Fingerprints: []string{tcFingerprint(1)}}}
+		var err error
 		registered, err = syncer.RotationV1alpha1().TrustConsumers().Create(ctx, tc, metav1.CreateOptions{})
 		return err
 	})
-	if registered.Spec.Reporter != "syncer" || len(registered.Status.Holds) != 0 {
-		t.Fatalf("reporter %q (want syncer), status %+v (want empty)", registered.Spec.Reporter, registered.Status)
+	if registered.Spec.Reporter != "tc-syncer" || len(registered.Status.Holds) != 0 {
+		t.Fatalf("reporter %q (want tc-syncer), status %+v (want empty)", registered.Spec.Reporter, registered.Status)
 	}
 	framework.Eventually(t, tcSettle, "other registering its own consumer", func(ctx context.Context) error {
-		_, err := other.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("other-consumer", "b"), metav1.CreateOptions{})
+		_, err := other.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("tc-other", "tc-b"), metav1.CreateOptions{})
 		return err
 	})
 
@@ -116,69 +109,69 @@ func TestTrustConsumer(t *testing.T) {
 			return err
 		})
 		// ...and do not reach trustconsumers.
-		_, err := requester.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("blocker", "rekey.io-kube-apiserver-client"), metav1.CreateOptions{})
+		_, err := requester.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("tc-blocker", "rekey.io-kube-apiserver-client"), metav1.CreateOptions{})
 		forbidden(t, err, "trustconsumers")
 	})
 
 	t.Run("a node registers only the consumer named after it", func(t *testing.T) {
-		bind("system:node:it-n1", "rekey:trust-consumer")
-		node, _, err := cluster.UserClient("system:node:it-n1", "system:nodes")
+		bind("system:node:tc-n1", "rekey:trust-consumer")
+		node, _, err := cluster.UserClient("system:node:tc-n1", "system:nodes")
 		if err != nil {
 			t.Fatal(err)
 		}
 		framework.Eventually(t, tcSettle, "the node registering its own consumer", func(ctx context.Context) error {
-			_, err := node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("it-n1", "a"), metav1.CreateOptions{})
+			_, err := node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("node.tc-n1", "tc-a"), metav1.CreateOptions{})
 			return err
 		})
 		// Its role grants trust on every CA: the name is what stops it.
-		_, err = node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("kube-apiserver-cp1", "a"), metav1.CreateOptions{})
-		forbidden(t, err, "named after it", `"it-n1"`)
+		_, err = node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("tc-kube-apiserver-cp1", "tc-a"), metav1.CreateOptions{})
+		forbidden(t, err, "may only register and report for the trust consumer", `"node.tc-n1"`)
 	})
 
 	t.Run("registering needs trust on each CA named", func(t *testing.T) {
-		_, err := syncer.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("kubelet", "a", "b"), metav1.CreateOptions{})
-		forbidden(t, err, `CertificateAuthority "b"`, `verb "trust"`, `resourceName "b"`)
-		if _, err := cluster.RekeyAdmin.RotationV1alpha1().TrustConsumers().Get(ctx, "kubelet", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		_, err := syncer.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("tc-kubelet", "tc-a", "tc-b"), metav1.CreateOptions{})
+		forbidden(t, err, `CertificateAuthority "tc-b"`, `verb "trust"`, `resourceName "tc-b"`)
+		if _, err := cluster.RekeyAdmin.RotationV1alpha1().TrustConsumers().Get(ctx, "tc-kubelet", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("the refused consumer exists: %v", err)
 		}
-		// Adding b to the registered consumer is refused the same way.
-		cur, err := syncer.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		// Adding tc-b to the registered consumer is refused the same way.
+		cur, err := syncer.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cur.Spec.CertificateAuthorities = append(cur.Spec.CertificateAuthorities, "b")
+		cur.Spec.CertificateAuthorities = append(cur.Spec.CertificateAuthorities, "tc-b")
 		_, err = syncer.RotationV1alpha1().TrustConsumers().Update(ctx, cur, metav1.UpdateOptions{})
-		forbidden(t, err, `CertificateAuthority "b"`)
+		forbidden(t, err, `CertificateAuthority "tc-b"`)
 	})
 
 	t.Run("only the reporter writes", func(t *testing.T) {
 		tcs := other.RotationV1alpha1().TrustConsumers()
-		cur, err := tcs.Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		cur, err := tcs.Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		const who = `only "syncer", which registered trust consumer "kube-apiserver", may report for it`
+		const who = `only "tc-syncer", which registered trust consumer "kube-apiserver-tc", may report for it`
 		report := cur.DeepCopy()
-		report.Status.Holds = []rotationv1alpha1.TrustHeld{{CertificateAuthority: "a", Fingerprints: []string{tcFingerprint(7)}}}
+		report.Status.Holds = []rotationv1alpha1.TrustHeld{{CertificateAuthority: "tc-a", Fingerprints: []string{tcFingerprint(7)}}}
 		_, err = tcs.UpdateStatus(ctx, report, metav1.UpdateOptions{})
 		forbidden(t, err, who)
-		_, err = tcs.Patch(ctx, "kube-apiserver", types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"status":{"holds":[{"certificateAuthority":"a","fingerprints":[%q]}]}}`, tcFingerprint(7))), metav1.PatchOptions{}, "status")
+		_, err = tcs.Patch(ctx, "kube-apiserver-tc", types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"status":{"holds":[{"certificateAuthority":"tc-a","fingerprints":[%q]}]}}`, tcFingerprint(7))), metav1.PatchOptions{}, "status")
 		forbidden(t, err, who)
 		respec := cur.DeepCopy()
-		respec.Spec.CertificateAuthorities = []string{"a"}
+		respec.Spec.CertificateAuthorities = []string{"tc-a"}
 		_, err = tcs.Update(ctx, respec, metav1.UpdateOptions{})
 		forbidden(t, err, who)
-		_, err = tcs.Patch(ctx, "kube-apiserver", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		_, err = tcs.Patch(ctx, "kube-apiserver-tc", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 		forbidden(t, err, who)
-		got, err := cluster.RekeyAdmin.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		got, err := cluster.RekeyAdmin.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got.Status.Holds) != 0 || len(got.Spec.CertificateAuthorities) != 2 || got.Labels["x"] != "" {
 			t.Fatalf("another user's write landed: %+v", got)
 		}
-		// Even system:masters does not report for syncer.
+		// Even system:masters does not report for tc-syncer.
 		_, err = cluster.RekeyAdmin.RotationV1alpha1().TrustConsumers().UpdateStatus(ctx, report, metav1.UpdateOptions{})
 		forbidden(t, err, who)
 	})
@@ -186,14 +179,14 @@ func TestTrustConsumer(t *testing.T) {
 	t.Run("report times are the server's and move only with the fingerprints", func(t *testing.T) {
 		tcs := syncer.RotationV1alpha1().TrustConsumers()
 		forged := metav1.NewTime(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-		cur, err := tcs.Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		cur, err := tcs.Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := time.Now().Add(-time.Minute)
 		cur.Status.Holds = []rotationv1alpha1.TrustHeld{
-			{CertificateAuthority: "a", Fingerprints: []string{tcFingerprint(1), tcFingerprint(2)}, ReportTime: &forged},
-			{CertificateAuthority: "c", Fingerprints: []string{tcFingerprint(10)}},
+			{CertificateAuthority: "tc-a", Fingerprints: []string{tcFingerprint(1), tcFingerprint(2)}, ReportTime: &forged},
+			{CertificateAuthority: "tc-c", Fingerprints: []string{tcFingerprint(10)}},
 		}
 		first, err := tcs.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if err != nil {
@@ -245,24 +238,24 @@ func TestTrustConsumer(t *testing.T) {
 	t.Run("validation errors name the field", func(t *testing.T) {
 		tcs := syncer.RotationV1alpha1().TrustConsumers()
 		for field, tc := range map[string]*rotationv1alpha1.TrustConsumer{
-			"metadata.name":                  consumer("Not_A_Name", "a"),
-			"spec.certificateAuthorities":    consumer("no-cas"),
-			"spec.certificateAuthorities[1]": consumer("bad-ca", "a", "Bad_CA"),
+			"metadata.name":                  consumer("Not_A_Name", "tc-a"),
+			"spec.certificateAuthorities":    consumer("tc-no-cas"),
+			"spec.certificateAuthorities[1]": consumer("tc-bad-ca", "tc-a", "Bad_CA"),
 		} {
 			_, err := tcs.Create(ctx, tc, metav1.CreateOptions{})
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
 				t.Errorf("%s: want 422 naming %s, got %v", tc.Name, field, err)
 			}
 		}
-		cur, err := tcs.Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		cur, err := tcs.Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for field, holds := range map[string][]rotationv1alpha1.TrustHeld{
-			"status.holds[0].fingerprints[0]":      {{CertificateAuthority: "a", Fingerprints: []string{"sha256:" + strings.Repeat("a", 64)}}},
-			"status.holds[0].certificateAuthority": {{CertificateAuthority: "b"}},
-			"status.holds[1].certificateAuthority": {{CertificateAuthority: "a"}, {CertificateAuthority: "a"}},
-			"status.holds[0].fingerprints":         {{CertificateAuthority: "a", Fingerprints: []string{tcFingerprint(1), tcFingerprint(2), tcFingerprint(3), tcFingerprint(4), tcFingerprint(5), tcFingerprint(6), tcFingerprint(7), tcFingerprint(8), tcFingerprint(9)}}},
+			"status.holds[0].fingerprints[0]":      {{CertificateAuthority: "tc-a", Fingerprints: []string{"sha256:" + strings.Repeat("a", 64)}}},
+			"status.holds[0].certificateAuthority": {{CertificateAuthority: "tc-b"}},
+			"status.holds[1].certificateAuthority": {{CertificateAuthority: "tc-a"}, {CertificateAuthority: "tc-a"}},
+			"status.holds[0].fingerprints":         {{CertificateAuthority: "tc-a", Fingerprints: []string{tcFingerprint(1), tcFingerprint(2), tcFingerprint(3), tcFingerprint(4), tcFingerprint(5), tcFingerprint(6), tcFingerprint(7), tcFingerprint(8), tcFingerprint(9)}}},
 		} {
 			report := cur.DeepCopy()
 			report.Status.Holds = holds
@@ -271,21 +264,21 @@ func TestTrustConsumer(t *testing.T) {
 				t.Errorf("want 422 naming %s, got %v", field, err)
 			}
 		}
-		cur.Spec.Reporter = "other"
+		cur.Spec.Reporter = "tc-other"
 		_, err = tcs.Update(ctx, cur, metav1.UpdateOptions{})
 		if err != nil {
 			t.Fatalf("an update sending another reporter: %v", err)
 		}
-		got, err := tcs.Get(ctx, "kube-apiserver", metav1.GetOptions{})
-		if err != nil || got.Spec.Reporter != "syncer" {
+		got, err := tcs.Get(ctx, "kube-apiserver-tc", metav1.GetOptions{})
+		if err != nil || got.Spec.Reporter != "tc-syncer" {
 			t.Fatalf("reporter after an update that sent another: %v %q", err, got.Spec.Reporter)
 		}
 	})
 
 	t.Run("an operator removes a consumer with RBAC alone", func(t *testing.T) {
-		rotator := bind("rotator", "rekey:ca-rotator")
-		framework.Eventually(t, tcSettle, "rotator deleting kube-apiserver", func(ctx context.Context) error {
-			return rotator.RotationV1alpha1().TrustConsumers().Delete(ctx, "kube-apiserver", metav1.DeleteOptions{})
+		rotator := bind("tc-rotator", "rekey:ca-rotator")
+		framework.Eventually(t, tcSettle, "tc-rotator deleting kube-apiserver-tc", func(ctx context.Context) error {
+			return rotator.RotationV1alpha1().TrustConsumers().Delete(ctx, "kube-apiserver-tc", metav1.DeleteOptions{})
 		})
 	})
 }

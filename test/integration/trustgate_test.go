@@ -140,18 +140,11 @@ func stillPreparing(client clientset.Interface, name, current, next string) func
 // pending count to zero and Complete needs no force.
 func TestTrustGatePhases(t *testing.T) {
 	t.Parallel()
-	cluster, err := framework.StartCluster(t.TempDir(), framework.Binary(t, "rekey-apiserver"), framework.ClusterOptions{Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("rekey-apiserver log tail:\n%s", cluster.Rekey.LogTail(8000))
-		}
-		cluster.Stop()
-	})
+	cluster := kubeCluster(t)
 	ctx := context.Background()
 	admin := cluster.RekeyAdmin
+	// The cluster is shared (kubeCluster): what this test makes is named
+	// after its CA, gated, or its consumer, kube-apiserver-gate.
 	const propagation = 3 * time.Second
 	createCAAndSigner(t, admin, "gated", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "gated CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256,
 		Rotation: &rotationv1alpha1.RotationPolicy{TrustPropagation: &metav1.Duration{Duration: propagation}, RenewalWindow: &metav1.Duration{}}})
@@ -160,9 +153,9 @@ func TestTrustGatePhases(t *testing.T) {
 
 	// kube-apiserver's trust-sync, as docs tell operators to run it: its
 	// own user, bound to rekey:trust-consumer.
-	const syncUser = "trust-sync:kube-apiserver"
+	const syncUser = "trust-sync:kube-apiserver-gate"
 	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "it-trust-sync-kube-apiserver"},
+		ObjectMeta: metav1.ObjectMeta{Name: "it-trust-sync-kube-apiserver-gate"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "rekey:trust-consumer"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: syncUser}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -172,14 +165,14 @@ func TestTrustGatePhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerConsumer(t, syncer, "kube-apiserver", "gated")
+	registerConsumer(t, syncer, "kube-apiserver-gate", "gated")
 
 	// Start: Preparing, the next CA published beside the old one, which
 	// still signs; the consumer is waited for, by name.
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "gated", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ca := waitForCA(t, admin, "gated", "Preparing, waiting for kube-apiserver", waitingForConsumers("kube-apiserver"))
+	ca := waitForCA(t, admin, "gated", "Preparing, waiting for kube-apiserver-gate", waitingForConsumers("kube-apiserver-gate"))
 	next := ca.Status.Next.Fingerprint
 	nextCA := parseCA(t, ca.Status.Next)
 	pool, n := bundlePool(t, ca.Status.TrustBundle)
@@ -206,22 +199,22 @@ func TestTrustGatePhases(t *testing.T) {
 			BundleHasOld: trusts(oldCA), BundleHasNext: trusts(nextCA), Consumers: ca.Status.Trust.Consumers, Waiting: ca.Status.Trust.Waiting,
 			Published: ca.Status.Trust.PublishedTime != nil, Unpublished: ca.Status.Trust.Unpublished,
 			Ready:      apimeta.IsStatusConditionTrue(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady),
-			Propagated: cond.Status, MessageNamesTheConsumer: strings.Contains(cond.Message, "kube-apiserver")}); diff != "" {
+			Propagated: cond.Status, MessageNamesTheConsumer: strings.Contains(cond.Message, "kube-apiserver-gate")}); diff != "" {
 		t.Fatalf("Preparing (-want +got):\n%s\ncondition %+v", diff, cond)
 	}
 	published := ca.Status.Trust.PublishedTime.Time
 
 	// A request approved while Preparing is signed by the old CA, the one
 	// status.current names.
-	createAndApprove(t, admin, requestFor(t, "while-preparing", "example.com/gated", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
-	signedBy(t, "a request approved while Preparing", waitForCertificate(t, admin, "while-preparing"), parseCA(t, ca.Status.Current), nextCA)
+	createAndApprove(t, admin, requestFor(t, "gated-while-preparing", "example.com/gated", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
+	signedBy(t, "a request approved while Preparing", waitForCertificate(t, admin, "gated-while-preparing"), parseCA(t, ca.Status.Current), nextCA)
 
 	// The consumer reports holding the old CA only: the CA stays Preparing
 	// past the end of trustPropagation (published + 3s): the consumer
 	// holds it.
-	reportHolds(t, syncer, "kube-apiserver", "gated", old)
+	reportHolds(t, syncer, "kube-apiserver-gate", "gated", old)
 	framework.Stays(t, max(time.Until(published.Add(propagation+2*time.Second)), 2*time.Second),
-		"Preparing while kube-apiserver holds the old CA only", func(ctx context.Context) error {
+		"Preparing while kube-apiserver-gate holds the old CA only", func(ctx context.Context) error {
 			if err := stillPreparing(admin, "gated", old, next)(ctx); err != nil {
 				return err
 			}
@@ -229,8 +222,8 @@ func TestTrustGatePhases(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !waitingForConsumers("kube-apiserver")(ca) {
-				return fmt.Errorf("not waiting for kube-apiserver: %+v, %+v", ca.Status.Trust, trustPropagated(ca))
+			if !waitingForConsumers("kube-apiserver-gate")(ca) {
+				return fmt.Errorf("not waiting for kube-apiserver-gate: %+v, %+v", ca.Status.Trust, trustPropagated(ca))
 			}
 			return nil
 		})
@@ -242,7 +235,7 @@ func TestTrustGatePhases(t *testing.T) {
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Patch(ctx, "gated", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reportHolds(t, syncer, "kube-apiserver", "gated", old, next)
+	reportHolds(t, syncer, "kube-apiserver-gate", "gated", old, next)
 	ca = waitForCA(t, admin, "gated", "WaitingForPropagation", func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return ca.Status.Phase != rotationv1alpha1.PhasePreparing || trustPropagated(ca).Reason == rotationv1alpha1.ReasonWaitingForPropagation
 	})
@@ -263,8 +256,8 @@ func TestTrustGatePhases(t *testing.T) {
 	// From Prepared the new CA signs; renewing the subject signed while
 	// Preparing leaves nothing pending, and Complete needs no force.
 	waitPending(t, admin, "gated", 1)
-	createAndApprove(t, admin, requestFor(t, "after-prepared", "example.com/gated", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
-	signedBy(t, "a request approved after Prepared", waitForCertificate(t, admin, "after-prepared"), nextCA, oldCA)
+	createAndApprove(t, admin, requestFor(t, "gated-after-prepared", "example.com/gated", fixtures.CSROptions{CommonName: "w"}, certv1alpha1.UsageClientAuth))
+	signedBy(t, "a request approved after Prepared", waitForCertificate(t, admin, "gated-after-prepared"), nextCA, oldCA)
 	waitPending(t, admin, "gated", 0)
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, "gated", &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("Complete without force once renewed: %v", err)

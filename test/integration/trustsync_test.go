@@ -27,25 +27,18 @@ import (
 // the rotation reach Prepared without anyone else reporting.
 func TestTrustSync(t *testing.T) {
 	t.Parallel()
-	cluster, err := framework.StartCluster(t.TempDir(), framework.Binary(t, "rekey-apiserver"), framework.ClusterOptions{Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("rekey-apiserver log tail:\n%s", cluster.Rekey.LogTail(8000))
-		}
-		cluster.Stop()
-	})
+	cluster := kubeCluster(t)
 	ctx := context.Background()
 	admin := cluster.RekeyAdmin
+	// The cluster is shared (kubeCluster): what this test makes is named
+	// after its CA, synced, or its consumer, kube-apiserver-sync.
 	createCAAndSigner(t, admin, "synced", rotationv1alpha1.CertificateAuthoritySpec{CommonName: "synced CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256,
 		Rotation: &rotationv1alpha1.RotationPolicy{TrustPropagation: &metav1.Duration{Duration: time.Second}, RenewalWindow: &metav1.Duration{}}})
 	old := caOf(t, admin, "synced")
 
-	const user = "trust-sync:it-kube-apiserver"
+	const user = "trust-sync:kube-apiserver-sync"
 	if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "it-trust-sync"},
+		ObjectMeta: metav1.ObjectMeta{Name: "it-trust-sync-kube-apiserver-sync"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "rekey:trust-consumer"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -62,7 +55,7 @@ func TestTrustSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "client-ca.crt")
-	args := []string{"trust-sync", "--kubeconfig", kubeconfig, "--consumer", "kube-apiserver", "--file", file, "--ca", "synced", "--include", fixed}
+	args := []string{"trust-sync", "--kubeconfig", kubeconfig, "--consumer", "kube-apiserver-sync", "--file", file, "--ca", "synced", "--include", fixed}
 
 	// The file holds these certificates, in this order.
 	holdsFile := func(want ...*x509.Certificate) error {
@@ -81,7 +74,7 @@ func TestTrustSync(t *testing.T) {
 	}
 	// The consumer reports holding exactly these fingerprints of the CA.
 	reports := func(ctx context.Context, fingerprints ...string) error {
-		tc, err := admin.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver", metav1.GetOptions{})
+		tc, err := admin.RotationV1alpha1().TrustConsumers().Get(ctx, "kube-apiserver-sync", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
