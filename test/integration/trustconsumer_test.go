@@ -126,6 +126,10 @@ func TestTrustConsumer(t *testing.T) {
 		// Its role grants trust on every CA: the name is what stops it.
 		_, err = node.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("tc-kube-apiserver-cp1", "tc-a"), metav1.CreateOptions{})
 		forbidden(t, err, "may only register and report for the trust consumer", `"node.tc-n1"`)
+		// And the node. prefix is the nodes' alone: a user with trust on
+		// the CA may not take a node's consumer name.
+		_, err = syncer.RotationV1alpha1().TrustConsumers().Create(ctx, consumer("node.tc-n2", "tc-a"), metav1.CreateOptions{})
+		forbidden(t, err, "are for nodes")
 	})
 
 	t.Run("registering needs trust on each CA named", func(t *testing.T) {
