@@ -86,7 +86,15 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 		}
 		reached(ctx, StepPreparingBound)
 		status.Phase = rotationv1alpha1.PhasePrepared
-		status.LastInitiationFinishedTime = &now
+		// Rounded up to the second, as status keeps whole seconds:
+		// rekey-agents draw their renewal points from this time, and a time
+		// rounded down would put up to a second's share of the window's
+		// points before they can see Prepared, all renewing at once.
+		finished := metav1.NewTime(now.Truncate(time.Second))
+		if finished.Before(&now) {
+			finished = metav1.NewTime(finished.Add(time.Second))
+		}
+		status.LastInitiationFinishedTime = &finished
 		c.event(ca, "RotationPrepared", "The new CA (key %s) is trusted and signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
 		klog.FromContext(ctx).Info("CA rotation prepared: the new CA is trusted and signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
 	case rotationv1alpha1.PhaseCompleting:

@@ -261,3 +261,19 @@ func TestOverrideStillWaitsForStatus(t *testing.T) {
 		t.Fatalf("once published, the override did not promote: %+v", got.Status)
 	}
 }
+
+// TestPreparedTimeIsRoundedUp: status keeps whole seconds, and agents draw
+// their renewal points from lastInitiationFinishedTime: rounded down, up
+// to a second's share of the window would renew at once on seeing
+// Prepared.
+func TestPreparedTimeIsRoundedUp(t *testing.T) {
+	f := newGateFixture(t)
+	preparing, _ := f.handle(t, start(f.bound, 0))
+	promotedAt := f.clock.Now().Add(400 * time.Millisecond)
+	f.clock.SetTime(promotedAt)
+	prepared, _ := f.handle(t, preparing)
+	got := prepared.Status.LastInitiationFinishedTime
+	if prepared.Status.Phase != rotationv1alpha1.PhasePrepared || got == nil || !got.Time.Equal(promotedAt.Truncate(time.Second).Add(time.Second)) {
+		t.Fatalf("phase %s, lastInitiationFinishedTime %v; want Prepared at %s rounded up", prepared.Status.Phase, got, promotedAt)
+	}
+}
