@@ -423,13 +423,13 @@ func renderStorm(r *stormResult) string {
 	}
 	b.f("| %s | %d | %d | %d | %d | %d | %.1f | %d (s %d) | %.2fx | %d (s %d) | %.2fx | %s | %s | %s |\n", r.Window, r.Nodes, r.Issued, r.Errors, r.Wrong, r.Nodes-r.Issued-r.Errors-r.Wrong,
 		mean, cPeak, cAt, float64(cPeak)/mean, sPeak, sAt, float64(sPeak)/mean, r.LastIssued.Round(time.Millisecond), pz, r.StartToPrepared.Round(time.Second))
-	b.f("\nArrivals per 10 s since Prepared (client send time): %s. The bench saw Prepared %s after status.lastInitiationFinishedTime (a time with seconds only, so up to 1 s before the promotion itself), when the points of %d nodes had passed: they renewed at once. Latest send after its point: %s.\n",
+	b.f("\nArrivals per 10 s since Prepared (client send time): %s. The bench saw Prepared %s after status.lastInitiationFinishedTime (the promotion's time rounded up to the second, so negative when seen within that second), when the points of %d nodes had passed: they renewed at once. Latest send after its point: %s.\n",
 		tens(r.ClientPerSecond), r.Seen.Round(time.Millisecond), r.DueAtOnce, r.Late.Round(time.Millisecond))
 	b.f("\nArrivals per second (client): %s.\n", perSecond(r.ClientPerSecond))
 	b.f("\nstatus.pendingRenewal after Prepared: %s.\n", pendingCurve(r.Pending))
 	b.f("\nServer CPU seconds from the Start to pendingRenewal 0: %s.\n", cpuList(r.CPUByProcess))
-	b.f("\nWrites of the CA from the Start to pendingRenewal 0 (watch events): %d. rekey-agent watches its client certificate's CA and, on every event, reads its Signer and the CA again: with %d agents that is %d wakes and %d GETs over the rotation.\n",
-		r.Writes, r.Nodes, r.Writes*r.Nodes, 2*r.Writes*r.Nodes)
+	b.f("\nWrites of the CA from the Start to pendingRenewal 0 (watch events): %d, each sent to every agent watching the CA (%d here: %d events); an agent looks again (reads its Signer and the CA) only on the few that change what decides its renewal (phase, current CA, bundle, Prepared time, window), not on the pending recounts.\n",
+		r.Writes, r.Nodes, r.Writes*r.Nodes)
 	b.f("\nagent.IssuerRotating (rekey-agent's whole decision, read against the live CA for one node) gives the point the bench used: %v. Complete without force afterwards: %s.\n",
 		r.AgentAgrees, okOr(r.Completed, r.CompleteErr))
 	b.f("\nTargets:\n\n")
