@@ -23,7 +23,12 @@ import (
 // returns what the tracker says lags for it ("" for nothing).
 func reportAfterSync(t *testing.T, bundle string, objects ...runtime.Object) string {
 	t.Helper()
-	f := newFixtureWith(t, nil, objects...)
+	return reportAfterSyncOf(t, newFixtureWith(t, nil, objects...), bundle)
+}
+
+// reportAfterSyncOf is reportAfterSync on a fixture of the caller's.
+func reportAfterSyncOf(t *testing.T, f *fixture, bundle string) string {
+	t.Helper()
 	tracker := trustpublish.New()
 	f.c.reporter = tracker.Register("rekey-publisher", Concerns)
 	ca := teamCA(bundle)
@@ -72,18 +77,7 @@ func TestARefusedConfigMapWriteHoldsTheRotation(t *testing.T) {
 	f.kube.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "team-ca", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "x", "refused by a webhook")})
 	})
-	tracker := trustpublish.New()
-	f.c.reporter = tracker.Register("rekey-publisher", Concerns)
-	ca := teamCA("OLD+NEW")
-	if _, err := f.rekey.RotationV1alpha1().CertificateAuthorities().Create(f.ctx, ca, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(t, 10*time.Second, "the CA in the publisher's cache", func(context.Context) error {
-		_, err := f.c.cas.Get("team-ca")
-		return err
-	})
-	_, _ = f.c.sync(f.ctx, "team-ca")
-	if lag := strings.Join(tracker.Lagging(ca), "; "); !strings.Contains(lag, "refused by a webhook") {
+	if lag := reportAfterSyncOf(t, f, "OLD+NEW"); !strings.Contains(lag, "refused by a webhook") {
 		t.Fatalf("a refused write did not hold the publication: %q", lag)
 	}
 }
