@@ -149,16 +149,20 @@ func Load(certPath, keyPath string) (*KeyPair, error) {
 	return &KeyPair{Cert: cert, Key: signer}, nil
 }
 
-// WriteFileAtomic writes data to path through a synced temporary file in the
-// same directory and a rename.
+// WriteFileAtomic replaces path with data so that a reader sees the old
+// file or the new one, whole, even across a crash: a temporary file in the
+// same directory, written, given mode and synced, renamed over path, and
+// the directory synced (so that the rename itself is durable).
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // gone already after a successful rename
 	_, err = tmp.Write(data)
 	if err == nil {
+		// Chmod, not the create mode: the umask does not apply.
 		err = tmp.Chmod(mode)
 	}
 	if err == nil {
@@ -170,8 +174,23 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
+	if err == nil {
+		err = syncDir(dir)
+	}
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if closeErr := d.Close(); err == nil {
+		err = closeErr
+	}
+	return err
 }

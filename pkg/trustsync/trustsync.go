@@ -19,7 +19,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +35,7 @@ import (
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/pki"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
@@ -137,7 +137,7 @@ type Syncer struct {
 	claimed bool
 	// runExec runs --exec; nil runs it with sh -c (tests replace it).
 	runExec func(ctx context.Context, command string) ([]byte, error)
-	// writeFile writes a file atomically; nil is WriteFileAtomic (tests
+	// writeFile writes a file atomically; nil is pki.WriteFileAtomic (tests
 	// make it fail).
 	writeFile func(path string, data []byte, mode os.FileMode) error
 }
@@ -491,7 +491,7 @@ func (s *Syncer) execOwed(ctx context.Context) (bool, error) {
 func (s *Syncer) write(content []byte) error {
 	write := s.writeFile
 	if write == nil {
-		write = WriteFileAtomic
+		write = pki.WriteFileAtomic
 	}
 	if s.Exec != "" {
 		if err := write(s.marker(), []byte(s.Exec+"\n"), 0o600); err != nil {
@@ -743,50 +743,4 @@ func readCapped(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, errTooLarge)
 	}
 	return data, nil
-}
-
-// WriteFileAtomic replaces path with data so that a reader sees the old
-// file or the new one, whole, even across a crash: a temporary file in
-// the same directory, written, synced and given mode, renamed over path,
-// and the directory synced (so that the rename itself is durable).
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone already after the rename
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		// Chmod, not the create mode: the umask does not apply.
-		err = tmp.Chmod(mode)
-	}
-	if closeErr := tmp.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if closeErr := d.Close(); err == nil {
-		err = closeErr
-	}
-	return err
 }

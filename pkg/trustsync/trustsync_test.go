@@ -609,7 +609,7 @@ func TestUnwritableFileReportedAsItIs(t *testing.T) {
 			if writeErr != nil && path == file {
 				return writeErr
 			}
-			return WriteFileAtomic(path, data, mode)
+			return pki.WriteFileAtomic(path, data, mode)
 		}}
 	ctx := context.Background()
 	if err := s.Once(ctx); err != nil {
