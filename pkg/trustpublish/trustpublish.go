@@ -60,16 +60,6 @@ func (t *Tracker) Register(name string, concerns func(*rotationv1alpha1.Certific
 	return r
 }
 
-// Unregister removes r, if it is still the one registered under its name
-// (a leadership term that ends takes its publisher with it).
-func (t *Tracker) Unregister(r *Reporter) {
-	t.mu.Lock()
-	if t.sources[r.name] == r {
-		delete(t.sources, r.name)
-	}
-	t.mu.Unlock()
-}
-
 // OnChange sets the function told about a CA whose report changed.
 func (t *Tracker) OnChange(fn func(caName string)) {
 	t.mu.Lock()
