@@ -74,8 +74,9 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 
 	// Rekey's own bundles: first status (what the stored object says is
 	// what every publisher copies), then what the publishers wrote.
+	inStatus := ca.Status.Next != nil && ca.Status.Next.Fingerprint == next
 	var unpublished []string
-	if ca.Status.Next == nil || ca.Status.Next.Fingerprint != next {
+	if !inStatus {
 		unpublished = []string{"status: the new CA is not in status.trustBundle yet"}
 	} else if c.published != nil {
 		unpublished = c.published.Lagging(ca)
@@ -98,7 +99,6 @@ func (c *Controller) trustGate(ctx context.Context, ca *rotationv1alpha1.Certifi
 	// The override ends the wait for consumers, propagation and rekey's
 	// own publishers, not for status: what signs is always in the stored
 	// status.trustBundle first, for everything that reads it.
-	inStatus := ca.Status.Next != nil && ca.Status.Next.Fingerprint == next
 	if trust.OverriddenTime != nil && inStatus {
 		c.trustCondition(status, ca.Generation, metav1.ConditionTrue, rotationv1alpha1.ReasonOverridden,
 			fmt.Sprintf("the wait for trust was overridden at %s (Prepare with force); %s", trust.OverriddenTime.UTC().Format(time.RFC3339), describeWait(trust)))
@@ -142,21 +142,20 @@ func (c *Controller) waitingConsumers(caName, next string) ([]string, int, error
 		return nil, 0, fmt.Errorf("listing the trust consumers of %s: %w", caName, err)
 	}
 	var waiting []string
+	total := 0
 	for _, obj := range objs {
 		tc, ok := obj.(*rotationv1alpha1.TrustConsumer)
 		// One being deleted is gone for the gate, whatever finalizer
 		// keeps the object (an operator's delete unblocks at once).
-		if ok && tc.DeletionTimestamp == nil && !holds(tc, caName, next) {
+		if !ok || tc.DeletionTimestamp != nil {
+			continue
+		}
+		total++
+		if !holds(tc, caName, next) {
 			waiting = append(waiting, tc.Name)
 		}
 	}
 	slices.Sort(waiting)
-	total := 0
-	for _, obj := range objs {
-		if tc, ok := obj.(*rotationv1alpha1.TrustConsumer); ok && tc.DeletionTimestamp == nil {
-			total++
-		}
-	}
 	return waiting, total, nil
 }
 
