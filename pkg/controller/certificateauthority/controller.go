@@ -324,22 +324,24 @@ func describe(cert *x509.Certificate, keyID string) *rotationv1alpha1.CACertific
 }
 
 func (c *Controller) ready(status *rotationv1alpha1.CertificateAuthorityStatus) {
-	setCondition(status, metav1.ConditionTrue, "KeyAvailable", "the CA key can be reached and the CA signs", c.clock.Now())
+	c.setCondition(status, metav1.Condition{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionTrue,
+		Reason: "KeyAvailable", Message: "the CA key can be reached and the CA signs"})
 }
 
 func (c *Controller) notReady(status *rotationv1alpha1.CertificateAuthorityStatus, reason, message string) {
-	setCondition(status, metav1.ConditionFalse, reason, message, c.clock.Now())
+	c.setCondition(status, metav1.Condition{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 
-func setCondition(status *rotationv1alpha1.CertificateAuthorityStatus, s metav1.ConditionStatus, reason, msg string, now time.Time) {
+// setCondition sets cond (its message capped) in status, leaving the
+// condition, its transition time included, as it is when nothing but the
+// time would change.
+func (c *Controller) setCondition(status *rotationv1alpha1.CertificateAuthorityStatus, cond metav1.Condition) {
 	// Validation refuses a longer message (key store errors are quoted).
-	msg = message.Cap(msg)
-	if cur := apimeta.FindStatusCondition(status.Conditions, rotationv1alpha1.CertificateAuthorityReady); cur != nil &&
-		cur.Status == s && cur.Reason == reason && cur.Message == msg {
+	cond.Message = message.Cap(cond.Message)
+	if cur := apimeta.FindStatusCondition(status.Conditions, cond.Type); cur != nil &&
+		cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message && cur.ObservedGeneration == cond.ObservedGeneration {
 		return
 	}
-	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: rotationv1alpha1.CertificateAuthorityReady, Status: s, Reason: reason, Message: msg,
-		LastTransitionTime: metav1.NewTime(now),
-	})
+	cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
+	apimeta.SetStatusCondition(&status.Conditions, cond)
 }

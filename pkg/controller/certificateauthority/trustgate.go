@@ -184,15 +184,7 @@ func propagation(ca *rotationv1alpha1.CertificateAuthority) time.Duration {
 }
 
 func (c *Controller) trustCondition(status *rotationv1alpha1.CertificateAuthorityStatus, generation int64, s metav1.ConditionStatus, reason, msg string) {
-	msg = message.Cap(msg)
-	if cur := apimeta.FindStatusCondition(status.Conditions, rotationv1alpha1.CertificateAuthorityTrustPropagated); cur != nil &&
-		cur.Status == s && cur.Reason == reason && cur.Message == msg && cur.ObservedGeneration == generation {
-		return
-	}
-	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: rotationv1alpha1.CertificateAuthorityTrustPropagated, Status: s, Reason: reason, Message: msg,
-		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(c.clock.Now()),
-	})
+	c.setCondition(status, metav1.Condition{Type: rotationv1alpha1.CertificateAuthorityTrustPropagated, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
 }
 
 // enqueueConsumer queues the CAs a TrustConsumer names (before and after
