@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/authentication/user"
 
 	"rekey.io/rekey/pkg/apis/attestation"
 	"rekey.io/rekey/pkg/nodeuser"
@@ -41,9 +40,6 @@ func New() *Plugin {
 	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
 }
 
-// NodeName is nodeuser.NodeName (kept for callers of this package).
-func NodeName(u user.Info) (string, bool) { return nodeuser.NodeName(u) }
-
 // Validate refuses a node's create, update, challenge or delete of a
 // NodeAttestation not named after it.
 func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
@@ -54,7 +50,7 @@ func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	if u == nil {
 		return admission.NewForbidden(a, fmt.Errorf("no user information on the request"))
 	}
-	node, isNode := NodeName(u)
+	node, isNode := nodeuser.NodeName(u)
 	if !isNode {
 		return nil
 	}
