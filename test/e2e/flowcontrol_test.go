@@ -30,9 +30,8 @@ func TestPriorityAndFairnessStaysInKubeAPIServer(t *testing.T) {
 	}
 	const path = "/apis/certificates.rekey.io/v1alpha1/certificatesigningrequests?limit=1"
 	// This test may be the first to reach rekey through kube-apiserver after
-	// it started; a forwarded request was once seen there as anonymous
-	// (403) for a moment after the APIService was Available (see
-	// docs/operations.md), so the first answer is waited for.
+	// a restart, when the APIService can still show Available from the
+	// previous process for a moment: the first answer is waited for.
 	var throughKube string
 	framework.Eventually(t, settleTimeout, "a first answer through kube-apiserver", func(ctx context.Context) error {
 		var err error

@@ -219,18 +219,8 @@ func inClusterArgs(hostIP string) []string {
 // StartRekey starts (or restarts) rekey-apiserver in aggregated mode and
 // waits for its APIService to be Available.
 func (c *Cluster) StartRekey() error {
-	p := func(name string) string { return filepath.Join(c.Dir, "pki", name) }
-	args := append([]string{
-		"--etcd-servers=" + c.EtcdURL, "--etcd-prefix=/rekey.io",
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.RekeyPort),
-		"--tls-cert-file=" + p("rekey-serving.crt"), "--tls-private-key-file=" + p("rekey-serving.key"),
-		"--authentication-kubeconfig=" + c.RekeyKubeconfig,
-		"--authorization-kubeconfig=" + c.RekeyKubeconfig,
-		"--kubeconfig=" + c.RekeyKubeconfig,
-		"--ca-key-encryption-key-file=" + p("ca-kek.key"),
-	}, c.rekeyArgs...)
 	var err error
-	c.Rekey, err = StartWithEnv(c.Dir, "rekey-apiserver", c.rekeyBinary, c.rekeyEnv, args...)
+	c.Rekey, err = StartWithEnv(c.Dir, "rekey-apiserver", c.rekeyBinary, c.rekeyEnv, c.rekeyServerArgs(c.RekeyPort)...)
 	if err != nil {
 		return err
 	}
@@ -250,6 +240,27 @@ func (c *Cluster) StartRekey() error {
 		}
 		return nil
 	})
+}
+
+// StartRekeyReplica starts one more rekey-apiserver on port, with the
+// same flags and storage (so it follows the elected replica), logging in
+// dir, and returns without waiting for it: the APIServices keep pointing
+// at the first. The caller stops it.
+func (c *Cluster) StartRekeyReplica(dir string, port int) (*Process, error) {
+	return StartWithEnv(dir, "rekey-apiserver-replica", c.rekeyBinary, c.rekeyEnv, c.rekeyServerArgs(port)...)
+}
+
+func (c *Cluster) rekeyServerArgs(port int) []string {
+	p := func(name string) string { return filepath.Join(c.Dir, "pki", name) }
+	return append([]string{
+		"--etcd-servers=" + c.EtcdURL, "--etcd-prefix=/rekey.io",
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + p("rekey-serving.crt"), "--tls-private-key-file=" + p("rekey-serving.key"),
+		"--authentication-kubeconfig=" + c.RekeyKubeconfig,
+		"--authorization-kubeconfig=" + c.RekeyKubeconfig,
+		"--kubeconfig=" + c.RekeyKubeconfig,
+		"--ca-key-encryption-key-file=" + p("ca-kek.key"),
+	}, c.rekeyArgs...)
 }
 
 // Stop ends every process, rekey first.
@@ -303,8 +314,13 @@ func (c *Cluster) RestartRekeyWithEnv(env []string, extraArgs ...string) error {
 // not through kube-apiserver, trusting the harness's serving CA (for what
 // only rekey answers, such as its own /metrics and /debug/pprof).
 func (c *Cluster) DirectToRekey(cfg *rest.Config) *rest.Config {
+	return c.DirectToRekeyAt(cfg, c.RekeyPort)
+}
+
+// DirectToRekeyAt is DirectToRekey for a replica on port.
+func (c *Cluster) DirectToRekeyAt(cfg *rest.Config, port int) *rest.Config {
 	direct := rest.CopyConfig(cfg)
-	direct.Host = fmt.Sprintf("https://127.0.0.1:%d", c.RekeyPort)
+	direct.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
 	direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = c.RekeyServingCA.CertPEM(), ""
 	return direct
 }

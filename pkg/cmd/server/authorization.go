@@ -111,19 +111,9 @@ func installDelegatedAuthorizer(o *genericoptions.DelegatingAuthorizationOptions
 // in-cluster configuration, with the given rate limit; nil when neither
 // exists and that is allowed.
 func authorizationClientConfig(o *genericoptions.DelegatingAuthorizationOptions, qps float32, burst int) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.RemoteKubeConfigFile != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.RemoteKubeConfigFile}
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	} else {
-		cfg, err = rest.InClusterConfig()
-		if err == rest.ErrNotInCluster && o.RemoteKubeConfigFileOptional {
-			return nil, nil
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the delegated authorization kubeconfig: %w", err)
+	cfg, err := kubeClientConfig(o.RemoteKubeConfigFile, o.RemoteKubeConfigFileOptional)
+	if err != nil || cfg == nil {
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Timeout = o.ClientTimeout
@@ -163,4 +153,24 @@ func delegatedAuthorizer(o *genericoptions.DelegatingAuthorizationOptions, clien
 	}
 	authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "kubernetes.io/webhook", Authorizer: webhook})
 	return union.New(authorizers...)
+}
+
+// kubeClientConfig reads the kubeconfig file, or without one the
+// in-cluster configuration; nil when there is neither and that is allowed.
+func kubeClientConfig(file string, optional bool) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if file != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: file}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err == rest.ErrNotInCluster && optional {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the delegated kubeconfig: %w", err)
+	}
+	return cfg, nil
 }

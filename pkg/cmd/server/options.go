@@ -31,6 +31,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/apiserver/filters"
+	"rekey.io/rekey/pkg/apiserver/authnready"
 	"rekey.io/rekey/pkg/apiserver/peerverify"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
 	"rekey.io/rekey/pkg/growstack"
@@ -202,12 +203,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// under which certificateAuthenticators installs peerverify.FrontProxy),
 	// WithFrontProxyRecord lets the authorizer see which requests it
 	// authenticated (nodeclientauthz); without one, nothing would record.
+	// Outermost, authnGate holds requests that arrive before the
+	// authentication CAs are loaded (package authnready).
+	var authnGate *authnready.Gate
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
 		if frontProxyConfigured(c.Authentication) {
 			handler = peerverify.WithFrontProxyRecord(handler)
 		}
-		return handler
+		return authnGate.WithHold(handler)
 	}
 
 	// Plugins that read CertificateAuthorities get them from storage, which
@@ -218,8 +222,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// Before ro.ApplyTo: with --enable-priority-and-fairness, it sizes the
 	// priority levels from these limits.
 	o.InFlight.ApplyTo(&genericConfig.Config)
+	gate, err := newAuthenticationGate(ro.Authentication)
+	if err != nil {
+		return nil, err
+	}
 	if err := ro.ApplyTo(genericConfig); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
+	}
+	if authnGate, err = gate.finish(genericConfig); err != nil {
+		return nil, err
 	}
 	cfg := &apiserver.Config{GenericConfig: genericConfig}
 	cfg.ExtraConfig.CertificateAuthorities = cas
