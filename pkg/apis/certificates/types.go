@@ -137,7 +137,45 @@ type SignerSpec struct {
 	CertificateAuthorityRef CertificateAuthorityReference
 	Policy                  SignerPolicy
 	Approval                SignerApproval
+	HostCluster             *HostClusterServing
 }
+
+// HostClusterServing says which of the host cluster's own certificate APIs
+// (certificates.k8s.io/v1) a signer also serves for its signer name.
+type HostClusterServing struct {
+	CertificateSigningRequests bool
+	PodCertificateRequests     *PodCertificatePolicy
+}
+
+// PodCertificatePolicy says which pods get a certificate and what it holds.
+type PodCertificatePolicy struct {
+	Allowed           []PodCertificateSubjects
+	SPIFFETrustDomain string
+	CommonName        string
+	DNSNames          []string
+	KeyTypes          []PodCertificateKeyType
+	Usages            []KeyUsage
+	Duration          *metav1.Duration
+}
+
+// PodCertificateSubjects are service accounts of a namespace.
+type PodCertificateSubjects struct {
+	Namespace       string
+	ServiceAccounts []string
+}
+
+// PodCertificateKeyType is a key type of a podCertificate projected volume.
+type PodCertificateKeyType string
+
+// Key types kube-apiserver accepts in a PodCertificateRequest.
+const (
+	PodCertificateKeyRSA3072   PodCertificateKeyType = "RSA3072"
+	PodCertificateKeyRSA4096   PodCertificateKeyType = "RSA4096"
+	PodCertificateKeyECDSAP256 PodCertificateKeyType = "ECDSAP256"
+	PodCertificateKeyECDSAP384 PodCertificateKeyType = "ECDSAP384"
+	PodCertificateKeyECDSAP521 PodCertificateKeyType = "ECDSAP521"
+	PodCertificateKeyED25519   PodCertificateKeyType = "ED25519"
+)
 
 // CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.
 type CertificateAuthorityReference struct {

@@ -66,8 +66,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestSpecApplyConfiguration{}
 	case certificatesv1alpha1.SchemeGroupVersion.WithKind("CertificateSigningRequestStatus"):
 		return &applyconfigurationcertificatesv1alpha1.CertificateSigningRequestStatusApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("HostClusterServing"):
+		return &applyconfigurationcertificatesv1alpha1.HostClusterServingApplyConfiguration{}
 	case certificatesv1alpha1.SchemeGroupVersion.WithKind("NodeServingApproval"):
 		return &applyconfigurationcertificatesv1alpha1.NodeServingApprovalApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("PodCertificatePolicy"):
+		return &applyconfigurationcertificatesv1alpha1.PodCertificatePolicyApplyConfiguration{}
+	case certificatesv1alpha1.SchemeGroupVersion.WithKind("PodCertificateSubjects"):
+		return &applyconfigurationcertificatesv1alpha1.PodCertificateSubjectsApplyConfiguration{}
 	case certificatesv1alpha1.SchemeGroupVersion.WithKind("Signer"):
 		return &applyconfigurationcertificatesv1alpha1.SignerApplyConfiguration{}
 	case certificatesv1alpha1.SchemeGroupVersion.WithKind("SignerApproval"):

@@ -108,7 +108,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		certificatesv1alpha1.CertificateSigningRequestList{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestList(ref),
 		certificatesv1alpha1.CertificateSigningRequestSpec{}.OpenAPIModelName():      schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestSpec(ref),
 		certificatesv1alpha1.CertificateSigningRequestStatus{}.OpenAPIModelName():    schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref),
+		certificatesv1alpha1.HostClusterServing{}.OpenAPIModelName():                 schema_pkg_apis_certificates_v1alpha1_HostClusterServing(ref),
 		certificatesv1alpha1.NodeServingApproval{}.OpenAPIModelName():                schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref),
+		certificatesv1alpha1.PodCertificatePolicy{}.OpenAPIModelName():               schema_pkg_apis_certificates_v1alpha1_PodCertificatePolicy(ref),
+		certificatesv1alpha1.PodCertificateSubjects{}.OpenAPIModelName():             schema_pkg_apis_certificates_v1alpha1_PodCertificateSubjects(ref),
 		certificatesv1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
 		certificatesv1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
 		certificatesv1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
@@ -3803,6 +3806,34 @@ func schema_pkg_apis_certificates_v1alpha1_CertificateSigningRequestStatus(ref c
 	}
 }
 
+func schema_pkg_apis_certificates_v1alpha1_HostClusterServing(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "HostClusterServing says which of the host cluster's own certificate APIs (certificates.k8s.io/v1) a signer also serves for its signer name.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificateSigningRequests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateSigningRequests: rekey approves (under approval.mode: Manual leaves it to kubectl certificate approve; NodeClient and NodeServing as for rekey's own requests; Attestation is not allowed) and signs, under spec.policy, the host cluster's CertificateSigningRequests of spec.signerName.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"podCertificateRequests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "podCertificateRequests: rekey issues, under this policy and spec.policy, the host cluster's PodCertificateRequests of spec.signerName. Not for kubernetes.io signer names.",
+							Ref:         ref(certificatesv1alpha1.PodCertificatePolicy{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			certificatesv1alpha1.PodCertificatePolicy{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3849,6 +3880,160 @@ func schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref common.Refere
 						},
 					},
 				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_PodCertificatePolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodCertificatePolicy says which pods get a certificate and what it holds. Templates (commonName, dnsNames) may use $(namespace), $(serviceAccount), $(podName) and $(nodeName).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allowed": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowed lists the service accounts whose pods may get a certificate (1 to 64 entries); a pod of any other is Denied (reason NotAllowed).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(certificatesv1alpha1.PodCertificateSubjects{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"spiffeTrustDomain": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spiffeTrustDomain, when set, puts the URI SAN spiffe://<spiffeTrustDomain>/ns/<namespace>/sa/<serviceAccount> into every certificate.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"commonName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "commonName is the subject common name's template; empty leaves the subject empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"dnsNames": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "dnsNames are DNS SAN templates (at most 16), such as \"$(serviceAccount).$(namespace).svc\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"keyTypes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "keyTypes the signer accepts (RSA3072, RSA4096, ECDSAP256, ECDSAP384, ECDSAP521, ED25519); empty accepts all of them. Another is Denied (reason UnsupportedKeyType).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519", "RSA3072", "RSA4096"},
+									},
+								},
+							},
+						},
+					},
+					"usages": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "usages of the certificates; default digital signature, client auth and server auth. Each must be allowed by spec.policy.allowedUsages.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"any", "cert sign", "client auth", "code signing", "content commitment", "crl sign", "data encipherment", "decipher only", "digital signature", "email protection", "encipher only", "ipsec end system", "ipsec tunnel", "ipsec user", "key agreement", "key encipherment", "microsoft sgc", "netscape sgc", "ocsp signing", "s/mime", "server auth", "signing", "timestamping"},
+									},
+								},
+							},
+						},
+					},
+					"duration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "duration of the certificates, at least 1h; default 24h. Never longer than the request's maxExpirationSeconds or spec.policy.maxDuration.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"allowed"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), certificatesv1alpha1.PodCertificateSubjects{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_PodCertificateSubjects(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodCertificateSubjects are service accounts of a namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "namespace is a namespace name, or \"*\" for every namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"serviceAccounts": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "serviceAccounts are names in that namespace (at most 64); empty or \"*\" allows every service account there.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"namespace"},
 			},
 		},
 	}
@@ -4100,12 +4285,18 @@ func schema_pkg_apis_certificates_v1alpha1_SignerSpec(ref common.ReferenceCallba
 							Ref:         ref(certificatesv1alpha1.SignerApproval{}.OpenAPIModelName()),
 						},
 					},
+					"hostCluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "hostCluster makes the signer also serve the host cluster's own certificates.k8s.io/v1 APIs for spec.signerName: CertificateSigningRequests (a stock kubelet's, kubectl certificate approve) and PodCertificateRequests. Setting it needs the verbs sign (and, when approval is automatic, approve) on certificates.k8s.io signers for spec.signerName in the host cluster.",
+							Ref:         ref(certificatesv1alpha1.HostClusterServing{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"signerName", "certificateAuthorityRef", "policy"},
 			},
 		},
 		Dependencies: []string{
-			certificatesv1alpha1.CertificateAuthorityReference{}.OpenAPIModelName(), certificatesv1alpha1.SignerApproval{}.OpenAPIModelName(), certificatesv1alpha1.SignerPolicy{}.OpenAPIModelName()},
+			certificatesv1alpha1.CertificateAuthorityReference{}.OpenAPIModelName(), certificatesv1alpha1.HostClusterServing{}.OpenAPIModelName(), certificatesv1alpha1.SignerApproval{}.OpenAPIModelName(), certificatesv1alpha1.SignerPolicy{}.OpenAPIModelName()},
 	}
 }
 

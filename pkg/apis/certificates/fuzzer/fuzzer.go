@@ -25,6 +25,24 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if spec.Approval.Mode == "" {
 				spec.Approval.Mode = certificates.ApprovalManual
 			}
+			// Empty lists are omitted on the wire and come back nil.
+			nilIfEmpty(&spec.Policy.AllowedUsages)
+			nilIfEmpty(&spec.Policy.RequiredUsages)
+			nilIfEmpty(&spec.Policy.Subject.Organizations)
+			nilIfEmpty(&spec.Policy.Subject.ForbiddenOrganizations)
+			nilIfEmpty(&spec.Policy.SubjectAltNames.Allowed)
+			if spec.HostCluster != nil && spec.HostCluster.PodCertificateRequests != nil {
+				p := spec.HostCluster.PodCertificateRequests
+				if len(p.Usages) == 0 {
+					p.Usages = []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageClientAuth, certificates.UsageServerAuth}
+				}
+				nilIfEmpty(&p.Allowed)
+				nilIfEmpty(&p.DNSNames)
+				nilIfEmpty(&p.KeyTypes)
+				for i := range p.Allowed {
+					nilIfEmpty(&p.Allowed[i].ServiceAccounts)
+				}
+			}
 		},
 		func(status *certificates.SignerStatus, c randfill.Continue) {
 			c.FillNoCustom(status)
@@ -38,5 +56,11 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 				cond.Status = "True"
 			}
 		},
+	}
+}
+
+func nilIfEmpty[T any](s *[]T) {
+	if len(*s) == 0 {
+		*s = nil
 	}
 }

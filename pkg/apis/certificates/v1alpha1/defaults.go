@@ -12,3 +12,11 @@ func SetDefaults_SignerSpec(obj *SignerSpec) {
 		obj.Approval.Mode = ApprovalManual
 	}
 }
+
+// SetDefaults_PodCertificatePolicy defaults the usages to those of a
+// workload identity certificate (mutual TLS both ways).
+func SetDefaults_PodCertificatePolicy(obj *PodCertificatePolicy) {
+	if len(obj.Usages) == 0 {
+		obj.Usages = []KeyUsage{UsageDigitalSignature, UsageClientAuth, UsageServerAuth}
+	}
+}

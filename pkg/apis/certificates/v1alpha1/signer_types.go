@@ -44,7 +44,105 @@ type SignerSpec struct {
 	// approval says how this signer's requests are approved.
 	// +optional
 	Approval SignerApproval `json:"approval,omitempty" protobuf:"bytes,4,opt,name=approval"`
+
+	// hostCluster makes the signer also serve the host cluster's own
+	// certificates.k8s.io/v1 APIs for spec.signerName: CertificateSigningRequests
+	// (a stock kubelet's, kubectl certificate approve) and PodCertificateRequests.
+	// Setting it needs the verbs sign (and, when approval is automatic,
+	// approve) on certificates.k8s.io signers for spec.signerName in the
+	// host cluster.
+	// +optional
+	HostCluster *HostClusterServing `json:"hostCluster,omitempty" protobuf:"bytes,5,opt,name=hostCluster"`
 }
+
+// HostClusterServing says which of the host cluster's own certificate APIs
+// (certificates.k8s.io/v1) a signer also serves for its signer name.
+type HostClusterServing struct {
+	// certificateSigningRequests: rekey approves (under approval.mode:
+	// Manual leaves it to kubectl certificate approve; NodeClient and
+	// NodeServing as for rekey's own requests; Attestation is not allowed)
+	// and signs, under spec.policy, the host cluster's
+	// CertificateSigningRequests of spec.signerName.
+	// +optional
+	CertificateSigningRequests bool `json:"certificateSigningRequests,omitempty" protobuf:"varint,1,opt,name=certificateSigningRequests"`
+
+	// podCertificateRequests: rekey issues, under this policy and
+	// spec.policy, the host cluster's PodCertificateRequests of
+	// spec.signerName. Not for kubernetes.io signer names.
+	// +optional
+	PodCertificateRequests *PodCertificatePolicy `json:"podCertificateRequests,omitempty" protobuf:"bytes,2,opt,name=podCertificateRequests"`
+}
+
+// PodCertificatePolicy says which pods get a certificate and what it
+// holds. Templates (commonName, dnsNames) may use $(namespace),
+// $(serviceAccount), $(podName) and $(nodeName).
+type PodCertificatePolicy struct {
+	// allowed lists the service accounts whose pods may get a certificate
+	// (1 to 64 entries); a pod of any other is Denied (reason
+	// NotAllowed).
+	// +listType=atomic
+	Allowed []PodCertificateSubjects `json:"allowed" protobuf:"bytes,1,rep,name=allowed"`
+
+	// spiffeTrustDomain, when set, puts the URI SAN
+	// spiffe://<spiffeTrustDomain>/ns/<namespace>/sa/<serviceAccount>
+	// into every certificate.
+	// +optional
+	SPIFFETrustDomain string `json:"spiffeTrustDomain,omitempty" protobuf:"bytes,2,opt,name=spiffeTrustDomain"`
+
+	// commonName is the subject common name's template; empty leaves the
+	// subject empty.
+	// +optional
+	CommonName string `json:"commonName,omitempty" protobuf:"bytes,3,opt,name=commonName"`
+
+	// dnsNames are DNS SAN templates (at most 16), such as
+	// "$(serviceAccount).$(namespace).svc".
+	// +listType=atomic
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty" protobuf:"bytes,4,rep,name=dnsNames"`
+
+	// keyTypes the signer accepts (RSA3072, RSA4096, ECDSAP256, ECDSAP384,
+	// ECDSAP521, ED25519); empty accepts all of them. Another is Denied
+	// (reason UnsupportedKeyType).
+	// +listType=atomic
+	// +optional
+	KeyTypes []PodCertificateKeyType `json:"keyTypes,omitempty" protobuf:"bytes,5,rep,name=keyTypes,casttype=PodCertificateKeyType"`
+
+	// usages of the certificates; default digital signature, client auth
+	// and server auth. Each must be allowed by spec.policy.allowedUsages.
+	// +listType=atomic
+	// +optional
+	Usages []KeyUsage `json:"usages,omitempty" protobuf:"bytes,6,rep,name=usages,casttype=KeyUsage"`
+
+	// duration of the certificates, at least 1h; default 24h. Never longer
+	// than the request's maxExpirationSeconds or spec.policy.maxDuration.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty" protobuf:"bytes,7,opt,name=duration"`
+}
+
+// PodCertificateSubjects are service accounts of a namespace.
+type PodCertificateSubjects struct {
+	// namespace is a namespace name, or "*" for every namespace.
+	Namespace string `json:"namespace" protobuf:"bytes,1,opt,name=namespace"`
+	// serviceAccounts are names in that namespace (at most 64); empty or
+	// "*" allows every service account there.
+	// +listType=atomic
+	// +optional
+	ServiceAccounts []string `json:"serviceAccounts,omitempty" protobuf:"bytes,2,rep,name=serviceAccounts"`
+}
+
+// PodCertificateKeyType is a key type of a podCertificate projected volume.
+// +enum
+type PodCertificateKeyType string
+
+// Key types kube-apiserver accepts in a PodCertificateRequest.
+const (
+	PodCertificateKeyRSA3072   PodCertificateKeyType = "RSA3072"
+	PodCertificateKeyRSA4096   PodCertificateKeyType = "RSA4096"
+	PodCertificateKeyECDSAP256 PodCertificateKeyType = "ECDSAP256"
+	PodCertificateKeyECDSAP384 PodCertificateKeyType = "ECDSAP384"
+	PodCertificateKeyECDSAP521 PodCertificateKeyType = "ECDSAP521"
+	PodCertificateKeyED25519   PodCertificateKeyType = "ED25519"
+)
 
 // CertificateAuthorityReference names a rotation.rekey.io CertificateAuthority.
 type CertificateAuthorityReference struct {

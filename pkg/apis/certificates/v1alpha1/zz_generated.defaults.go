@@ -36,6 +36,11 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 
 func SetObjectDefaults_Signer(in *Signer) {
 	SetDefaults_SignerSpec(&in.Spec)
+	if in.Spec.HostCluster != nil {
+		if in.Spec.HostCluster.PodCertificateRequests != nil {
+			SetDefaults_PodCertificatePolicy(in.Spec.HostCluster.PodCertificateRequests)
+		}
+	}
 }
 
 func SetObjectDefaults_SignerList(in *SignerList) {

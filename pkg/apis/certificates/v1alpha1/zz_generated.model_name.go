@@ -52,8 +52,23 @@ func (in CertificateSigningRequestStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in HostClusterServing) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.HostClusterServing"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeServingApproval) OpenAPIModelName() string {
 	return "io.rekey.certificates.v1alpha1.NodeServingApproval"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PodCertificatePolicy) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.PodCertificatePolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PodCertificateSubjects) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.PodCertificateSubjects"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -50,7 +50,153 @@ func ValidateSigner(s *certificates.Signer) field.ErrorList {
 			[]string{string(certificates.ApprovalManual), string(certificates.ApprovalNodeClient), string(certificates.ApprovalNodeServing), string(certificates.ApprovalAttestation)}))
 	}
 	allErrs = append(allErrs, validateNodeServing(spec.Child("approval", "nodeServing"), &s.Spec.Approval)...)
+	allErrs = append(allErrs, validateHostCluster(spec.Child("hostCluster"), &s.Spec)...)
 	return allErrs
+}
+
+// Bounds of a PodCertificatePolicy.
+const (
+	maxPodCertificateAllowed = 64
+	maxPodCertificateDNS     = 16
+	maxTemplateLength        = 253
+	// MinPodCertificateDuration is kube-apiserver's floor for a
+	// PodCertificateRequest's certificate.
+	MinPodCertificateDuration = time.Hour
+	// DefaultPodCertificateDuration is a pod certificate's lifetime when the
+	// policy names none.
+	DefaultPodCertificateDuration = 24 * time.Hour
+)
+
+// PodCertificateKeyTypes are the key types a PodCertificateRequest may
+// carry (kube-apiserver refuses others).
+var PodCertificateKeyTypes = sets.New(
+	certificates.PodCertificateKeyRSA3072, certificates.PodCertificateKeyRSA4096,
+	certificates.PodCertificateKeyECDSAP256, certificates.PodCertificateKeyECDSAP384, certificates.PodCertificateKeyECDSAP521,
+	certificates.PodCertificateKeyED25519,
+)
+
+// TemplateVariables are what a PodCertificatePolicy template may use.
+var TemplateVariables = []string{"$(namespace)", "$(serviceAccount)", "$(podName)", "$(nodeName)"}
+
+func validateHostCluster(fldPath *field.Path, spec *certificates.SignerSpec) field.ErrorList {
+	hc := spec.HostCluster
+	if hc == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	if hc.CertificateSigningRequests && spec.Approval.Mode == certificates.ApprovalAttestation {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("certificateSigningRequests"),
+			"approval mode Attestation verifies evidence sent with rekey's own requests; a certificates.k8s.io request carries none"))
+	}
+	p := hc.PodCertificateRequests
+	if p == nil {
+		return allErrs
+	}
+	pcr := fldPath.Child("podCertificateRequests")
+	if domain, _, _ := strings.Cut(spec.SignerName, "/"); domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") {
+		allErrs = append(allErrs, field.Forbidden(pcr, "kubernetes.io signer names are reserved to Kubernetes for PodCertificateRequests"))
+	}
+	if len(p.Allowed) == 0 {
+		allErrs = append(allErrs, field.Required(pcr.Child("allowed"), "at least one namespace (\"*\" for all) whose service accounts may get a certificate"))
+	}
+	if len(p.Allowed) > maxPodCertificateAllowed {
+		allErrs = append(allErrs, field.TooMany(pcr.Child("allowed"), len(p.Allowed), maxPodCertificateAllowed))
+	}
+	for i, a := range p.Allowed {
+		at := pcr.Child("allowed").Index(i)
+		if a.Namespace != "*" {
+			for _, msg := range k8svalidation.IsDNS1123Label(a.Namespace) {
+				allErrs = append(allErrs, field.Invalid(at.Child("namespace"), a.Namespace, msg+` (or "*" for every namespace)`))
+			}
+		}
+		if len(a.ServiceAccounts) > maxPodCertificateAllowed {
+			allErrs = append(allErrs, field.TooMany(at.Child("serviceAccounts"), len(a.ServiceAccounts), maxPodCertificateAllowed))
+		}
+		for j, sa := range a.ServiceAccounts {
+			if sa == "*" {
+				continue
+			}
+			for _, msg := range k8svalidation.IsDNS1123Subdomain(sa) {
+				allErrs = append(allErrs, field.Invalid(at.Child("serviceAccounts").Index(j), sa, msg+` (or "*" for every service account)`))
+			}
+		}
+	}
+	if p.SPIFFETrustDomain != "" {
+		for _, msg := range k8svalidation.IsDNS1123Subdomain(p.SPIFFETrustDomain) {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("spiffeTrustDomain"), p.SPIFFETrustDomain, msg))
+		}
+	}
+	if p.CommonName != "" {
+		allErrs = append(allErrs, validateTemplate(pcr.Child("commonName"), p.CommonName, 64)...)
+	}
+	if len(p.DNSNames) > maxPodCertificateDNS {
+		allErrs = append(allErrs, field.TooMany(pcr.Child("dnsNames"), len(p.DNSNames), maxPodCertificateDNS))
+	}
+	for i, t := range p.DNSNames {
+		allErrs = append(allErrs, validateTemplate(pcr.Child("dnsNames").Index(i), t, maxTemplateLength)...)
+		// With every variable a valid label, the result must be a DNS name.
+		for _, msg := range k8svalidation.IsDNS1123Subdomain(ExpandTemplate(t, "a", "a", "a", "a")) {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("dnsNames").Index(i), t, msg))
+		}
+	}
+	for i, k := range p.KeyTypes {
+		if !PodCertificateKeyTypes.Has(k) {
+			allErrs = append(allErrs, field.NotSupported(pcr.Child("keyTypes").Index(i), k, sets.List(PodCertificateKeyTypes)))
+		}
+	}
+	allowed := sets.New(spec.Policy.AllowedUsages...)
+	for i, u := range p.Usages {
+		if !KnownUsages.Has(u) {
+			allErrs = append(allErrs, field.NotSupported(pcr.Child("usages").Index(i), u, knownUsageStrings))
+		} else if allowed.Len() > 0 && !allowed.Has(u) {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("usages").Index(i), u, "must be among spec.policy.allowedUsages"))
+		}
+	}
+	if d := p.Duration; d != nil {
+		if d.Duration < MinPodCertificateDuration {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("duration"), d.Duration.String(), "must be at least 1h (kube-apiserver's floor)"))
+		} else if d.Duration > spec.Policy.MaxDuration.Duration {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("duration"), d.Duration.String(), "may not exceed spec.policy.maxDuration"))
+		}
+	}
+	if spec.Policy.MaxDuration.Duration < MinPodCertificateDuration {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("policy", "maxDuration"), spec.Policy.MaxDuration.Duration.String(), "must be at least 1h to serve PodCertificateRequests"))
+	}
+	return allErrs
+}
+
+// validateTemplate checks a template's length and that every $( starts a
+// known variable.
+func validateTemplate(fldPath *field.Path, t string, maxLen int) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(t) > maxLen {
+		allErrs = append(allErrs, field.TooLong(fldPath, "", maxLen))
+	}
+	rest := t
+	for {
+		i := strings.Index(rest, "$(")
+		if i < 0 {
+			break
+		}
+		rest = rest[i:]
+		known := false
+		for _, v := range TemplateVariables {
+			if strings.HasPrefix(rest, v) {
+				known, rest = true, rest[len(v):]
+				break
+			}
+		}
+		if !known {
+			allErrs = append(allErrs, field.Invalid(fldPath, t, "unknown variable; use "+strings.Join(TemplateVariables, ", ")))
+			break
+		}
+	}
+	return allErrs
+}
+
+// ExpandTemplate fills a PodCertificatePolicy template.
+func ExpandTemplate(t, namespace, serviceAccount, podName, nodeName string) string {
+	return strings.NewReplacer("$(namespace)", namespace, "$(serviceAccount)", serviceAccount, "$(podName)", podName, "$(nodeName)", nodeName).Replace(t)
 }
 
 // maxAllowList bounds each NodeServing allow-list.

@@ -33,6 +33,13 @@ type SignerSpecApplyConfiguration struct {
 	Policy *SignerPolicyApplyConfiguration `json:"policy,omitempty"`
 	// approval says how this signer's requests are approved.
 	Approval *SignerApprovalApplyConfiguration `json:"approval,omitempty"`
+	// hostCluster makes the signer also serve the host cluster's own
+	// certificates.k8s.io/v1 APIs for spec.signerName: CertificateSigningRequests
+	// (a stock kubelet's, kubectl certificate approve) and PodCertificateRequests.
+	// Setting it needs the verbs sign (and, when approval is automatic,
+	// approve) on certificates.k8s.io signers for spec.signerName in the
+	// host cluster.
+	HostCluster *HostClusterServingApplyConfiguration `json:"hostCluster,omitempty"`
 }
 
 // SignerSpecApplyConfiguration constructs a declarative configuration of the SignerSpec type for use with
@@ -70,5 +77,13 @@ func (b *SignerSpecApplyConfiguration) WithPolicy(value *SignerPolicyApplyConfig
 // If called multiple times, the Approval field is set to the value of the last call.
 func (b *SignerSpecApplyConfiguration) WithApproval(value *SignerApprovalApplyConfiguration) *SignerSpecApplyConfiguration {
 	b.Approval = value
+	return b
+}
+
+// WithHostCluster sets the HostCluster field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HostCluster field is set to the value of the last call.
+func (b *SignerSpecApplyConfiguration) WithHostCluster(value *HostClusterServingApplyConfiguration) *SignerSpecApplyConfiguration {
+	b.HostCluster = value
 	return b
 }
