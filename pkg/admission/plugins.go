@@ -11,6 +11,7 @@ import (
 	"rekey.io/rekey/pkg/admission/requestnames"
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
+	"rekey.io/rekey/pkg/admission/signerhostcluster"
 	"rekey.io/rekey/pkg/admission/signersigning"
 	"rekey.io/rekey/pkg/admission/subjectrestriction"
 	"rekey.io/rekey/pkg/admission/trustconsumer"
@@ -22,6 +23,7 @@ var PluginNames = []string{
 	signerapproval.PluginName,
 	signersigning.PluginName,
 	signerbinding.PluginName,
+	signerhostcluster.PluginName,
 	carotation.PluginName,
 	capublish.PluginName,
 	trustconsumer.PluginName,
@@ -36,6 +38,7 @@ func RegisterAll(plugins *admission.Plugins) {
 	signerapproval.Register(plugins)
 	signersigning.Register(plugins)
 	signerbinding.Register(plugins)
+	signerhostcluster.Register(plugins)
 	carotation.Register(plugins)
 	capublish.Register(plugins)
 	trustconsumer.Register(plugins)

@@ -10,16 +10,19 @@ import (
 )
 
 // Grant is one permission the fake authorizer allows: on the synthetic
-// resource "signers" unless Resource says "certificateauthorities".
+// resource "signers" unless Resource says "certificateauthorities"; of
+// group certificates.rekey.io (signers) or rotation.rekey.io (CAs) unless
+// Group says "certificates.k8s.io" (the host cluster's signers).
 type Grant struct {
 	User, Verb, Name string
 	Resource         string
+	Group            string
 }
 
 // Authorizer allows exactly the grants it holds on resource "signers" in
-// group certificates.rekey.io and "certificateauthorities" in group
-// rotation.rekey.io, fails the test on any other resource, and records
-// every call.
+// group certificates.rekey.io or certificates.k8s.io and
+// "certificateauthorities" in group rotation.rekey.io, fails the test on
+// any other resource, and records every call.
 type Authorizer struct {
 	T      testing.TB
 	Grants []Grant
@@ -35,7 +38,7 @@ func (f *Authorizer) Authorizer() authorizer.Authorizer {
 
 func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	f.Calls = append(f.Calls, a)
-	signers := a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "signers"
+	signers := (a.GetAPIGroup() == "certificates.rekey.io" || a.GetAPIGroup() == "certificates.k8s.io") && a.GetResource() == "signers"
 	cas := a.GetAPIGroup() == "rotation.rekey.io" && a.GetResource() == "certificateauthorities"
 	if !signers && !cas || !a.IsResourceRequest() {
 		f.T.Errorf("unexpected authorization check: group=%q resource=%q", a.GetAPIGroup(), a.GetResource())
@@ -45,11 +48,17 @@ func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (auth
 		return authorizer.DecisionNoOpinion, "", f.Err
 	}
 	for _, g := range f.Grants {
-		resource := g.Resource
+		resource, group := g.Resource, g.Group
 		if resource == "" {
 			resource = "signers"
 		}
-		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() && resource == a.GetResource() {
+		if group == "" {
+			group = "certificates.rekey.io"
+			if resource == "certificateauthorities" {
+				group = "rotation.rekey.io"
+			}
+		}
+		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() && resource == a.GetResource() && group == a.GetAPIGroup() {
 			return authorizer.DecisionAllow, "", nil
 		}
 	}
