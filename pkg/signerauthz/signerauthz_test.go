@@ -60,3 +60,25 @@ func TestForbiddenMessageNamesWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckInAsksTheGivenGroup: the host cluster's signers are another
+// resource; a grant on rekey's does not answer for them.
+func TestCheckInAsksTheGivenGroup(t *testing.T) {
+	var groups []string
+	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		groups = append(groups, a.GetAPIGroup())
+		if a.GetAPIGroup() == Group {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	if d := CheckIn(context.Background(), authz, HostGroup, &user.DefaultInfo{Name: "alice"}, VerbSign, "example.com/a"); d.Allowed {
+		t.Fatal("a grant in certificates.rekey.io allowed a certificates.k8s.io signer")
+	}
+	if strings.Join(groups, ",") != HostGroup+","+HostGroup {
+		t.Fatalf("asked groups %v", groups)
+	}
+	if msg := ForbiddenMessageIn(HostGroup, &user.DefaultInfo{Name: "bob"}, VerbSign, "example.com/a"); !strings.Contains(msg, `group "certificates.k8s.io"`) {
+		t.Fatalf("message %q does not name the host group", msg)
+	}
+}
