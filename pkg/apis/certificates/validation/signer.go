@@ -160,7 +160,8 @@ func validateHostCluster(fldPath *field.Path, spec *certificates.SignerSpec) fie
 		}
 	}
 	if spec.Policy.MaxDuration.Duration < MinPodCertificateDuration {
-		allErrs = append(allErrs, field.Invalid(fldPath.Child("policy", "maxDuration"), spec.Policy.MaxDuration.Duration.String(), "must be at least 1h to serve PodCertificateRequests"))
+		// The field at fault is spec.policy.maxDuration, outside fldPath.
+		allErrs = append(allErrs, field.Invalid(field.NewPath("spec", "policy", "maxDuration"), spec.Policy.MaxDuration.Duration.String(), "must be at least 1h to serve PodCertificateRequests"))
 	}
 	return allErrs
 }
