@@ -29,6 +29,9 @@ const (
 	PathApproval   = "approval"
 	PathCreate     = "create"
 	PathController = "controller"
+	// PathHostCluster is the host cluster's own certificates.k8s.io/v1
+	// CertificateSigningRequests (package hostcsr).
+	PathHostCluster = "hostcluster"
 )
 
 // Recorder records issuances before their certificates are published.
