@@ -32,6 +32,9 @@ const (
 	// PathHostCluster is the host cluster's own certificates.k8s.io/v1
 	// CertificateSigningRequests (package hostcsr).
 	PathHostCluster = "hostcluster"
+	// PathPodCertificate is the host cluster's PodCertificateRequests
+	// (package podcert).
+	PathPodCertificate = "podcertificate"
 )
 
 // Recorder records issuances before their certificates are published.
@@ -49,6 +52,9 @@ type Decision struct {
 type Signed struct {
 	Certificate []byte
 	Failure     *Decision
+	// Leaf is the certificate parsed, and CA the certificate of the CA
+	// that signed it, when one was issued.
+	Leaf, CA *x509.Certificate
 }
 
 // Signing signs requests for the signers Signer objects declare, with their
@@ -65,13 +71,81 @@ type Signing struct {
 // approval-to-certificate metric. An error means nothing was decided (the
 // CA cannot sign now, the record could not be written): try again later.
 func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *certv1alpha1.CertificateSigningRequest, approvedAt time.Time, path string) (Signed, error) {
-	signerName := csr.Spec.SignerName
 	req, err := validation.ParseStoredCSR(csr.Spec.Request)
 	if err != nil {
-		requestsTotal.WithLabelValues(signerName, "failed", path).Inc()
+		requestsTotal.WithLabelValues(csr.Spec.SignerName, "failed", path).Inc()
 		return Signed{Failure: &Decision{Reason: ReasonInvalidRequest, Message: err.Error()}}, nil
 	}
-	decision, err := policy.Evaluate(&signer.Spec.Policy, &csr.Spec, req)
+	return s.issue(ctx, signer, issueRequest{
+		name: csr.Name, uid: string(csr.UID), spec: &csr.Spec, req: req, approvedAt: approvedAt, path: path,
+	})
+}
+
+// Template is a request rekey builds itself instead of receiving it as
+// PKCS#10 (a host cluster PodCertificateRequest's): what the certificate
+// is to hold, for the signer's policy to judge like any request.
+type Template struct {
+	// Request holds the subject, the subject alternative names and the
+	// public key (PublicKey and RawSubjectPublicKeyInfo); its signature is
+	// not looked at here.
+	Request *x509.CertificateRequest
+	// Spec is what the policy reads besides the request: SignerName,
+	// Usages, ExpirationSeconds (the lifetime asked for) and Username (the
+	// requester the issuance record names).
+	Spec certv1alpha1.CertificateSigningRequestSpec
+	// Name and UID name the request in the issuance record.
+	Name, UID string
+	// Backdate is how far before now the certificate starts; zero is
+	// signing.Backdate. Unlike Sign's, the certificate's lifetime (notBefore
+	// to notAfter) is exactly the duration the policy grants, backdate
+	// included, so that it never exceeds what was asked for.
+	Backdate time.Duration
+	// MinLifetime: a certificate that would live less (a shorter
+	// maxDuration, a CA that expires sooner) is not issued but a Failure
+	// with reason ReasonLifetimeTooShort.
+	MinLifetime time.Duration
+}
+
+// ReasonLifetimeTooShort is the failure of a Template whose certificate
+// would live less than its MinLifetime.
+const ReasonLifetimeTooShort = "LifetimeTooShort"
+
+// SignTemplate issues a certificate for a request rekey built itself
+// (Template), with everything Sign does: the signer's policy, its CA,
+// the issuance record before returning, the metrics under path. The
+// result and the errors are Sign's.
+func (s *Signing) SignTemplate(ctx context.Context, signer *certv1alpha1.Signer, t Template, path string) (Signed, error) {
+	backdate := t.Backdate
+	if backdate <= 0 {
+		backdate = signing.Backdate
+	}
+	return s.issue(ctx, signer, issueRequest{
+		name: t.Name, uid: t.UID, spec: &t.Spec, req: t.Request, path: path,
+		exactLifetime: true, backdate: backdate, minLifetime: t.MinLifetime,
+	})
+}
+
+// issueRequest is what Sign and SignTemplate share with issue.
+type issueRequest struct {
+	name, uid  string
+	spec       *certv1alpha1.CertificateSigningRequestSpec
+	req        *x509.CertificateRequest
+	approvedAt time.Time
+	path       string
+	// exactLifetime makes notAfter - notBefore the granted duration
+	// (backdate included), with backdate set; otherwise notAfter is the
+	// signing time plus the duration and notBefore is signing.Backdate
+	// earlier.
+	exactLifetime bool
+	backdate      time.Duration
+	minLifetime   time.Duration
+}
+
+// issue evaluates the policy, signs with the signer's CA and records the
+// issuance, counting the outcome in the metrics.
+func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issueRequest) (Signed, error) {
+	signerName, path := r.spec.SignerName, r.path
+	decision, err := policy.Evaluate(&signer.Spec.Policy, r.spec, r.req)
 	var violation *policy.Violation
 	if errors.As(err, &violation) {
 		requestsTotal.WithLabelValues(signerName, "failed", path).Inc()
@@ -92,9 +166,25 @@ func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *ce
 		return Signed{}, fmt.Errorf("signer %s: %w", signerName, err)
 	}
 	now := s.Clock.Now()
-	certPEM, cert, err := signing.Issue(signing.Issuance{
-		Request: req, KeyUsage: decision.KeyUsage, ExtKeyUsage: decision.ExtKeyUsage, Duration: decision.Duration, Now: now,
-	}, auth.Cert, auth.Signer)
+	in := signing.Issuance{
+		Request: r.req, KeyUsage: decision.KeyUsage, ExtKeyUsage: decision.ExtKeyUsage, Duration: decision.Duration, Now: now,
+	}
+	if r.exactLifetime {
+		in.Backdate = r.backdate
+		in.Duration = decision.Duration - r.backdate
+		notBefore, notAfter := now.Add(-r.backdate), now.Add(in.Duration)
+		if notAfter.After(auth.Cert.NotAfter) {
+			notAfter = auth.Cert.NotAfter
+		}
+		if lifetime := notAfter.Sub(notBefore); lifetime < r.minLifetime {
+			requestsTotal.WithLabelValues(signerName, "failed", path).Inc()
+			signingErrors.WithLabelValues(signerName, "policy").Inc()
+			return Signed{Failure: &Decision{Reason: ReasonLifetimeTooShort, Message: fmt.Sprintf(
+				"signer %s would issue a certificate living %s, less than %s (spec.policy.maxDuration %s, CA %s expires %s)",
+				signerName, lifetime.Round(time.Second), r.minLifetime, signer.Spec.Policy.MaxDuration.Duration, auth.Name, auth.Cert.NotAfter.UTC().Format(time.RFC3339))}}, nil
+		}
+	}
+	certPEM, cert, err := signing.Issue(in, auth.Cert, auth.Signer)
 	if err != nil {
 		signingErrors.WithLabelValues(signerName, "sign").Inc()
 		requestsTotal.WithLabelValues(signerName, "error", path).Inc()
@@ -102,7 +192,7 @@ func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *ce
 	}
 	serial := fmt.Sprintf("%x", cert.SerialNumber)
 	if err := s.Recorder.Record(ctx, issuance.Record{
-		Serial: serial, CSRName: csr.Name, CSRUID: string(csr.UID), Requester: csr.Spec.Username, Subject: cert.Subject.String(), Holder: Holder(cert),
+		Serial: serial, CSRName: r.name, CSRUID: r.uid, Requester: r.spec.Username, Subject: cert.Subject.String(), Holder: Holder(cert),
 		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
 	}); err != nil {
 		signingErrors.WithLabelValues(signerName, "record").Inc()
@@ -112,11 +202,11 @@ func (s *Signing) Sign(ctx context.Context, signer *certv1alpha1.Signer, csr *ce
 	requestsTotal.WithLabelValues(signerName, "issued", path).Inc()
 	requestedDuration.WithLabelValues(signerName).Observe(decision.Requested.Seconds())
 	honoredDuration.WithLabelValues(signerName).Observe(cert.NotAfter.Sub(now).Seconds())
-	if !approvedAt.IsZero() {
-		approvalToCertificate.WithLabelValues(signerName).Observe(max(now.Sub(approvedAt).Seconds(), 0))
+	if !r.approvedAt.IsZero() {
+		approvalToCertificate.WithLabelValues(signerName).Observe(max(now.Sub(r.approvedAt).Seconds(), 0))
 	}
-	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", csr.Name, "signerName", signerName, "serial", serial, "notAfter", cert.NotAfter, "path", path)
-	return Signed{Certificate: certPEM}, nil
+	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", r.name, "signerName", signerName, "serial", serial, "notAfter", cert.NotAfter, "path", path)
+	return Signed{Certificate: certPEM, Leaf: cert, CA: auth.Cert}, nil
 }
 
 // Holder is the user a client certificate authenticates as (its subject

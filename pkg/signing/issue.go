@@ -23,6 +23,10 @@ type Issuance struct {
 	ExtKeyUsage []x509.ExtKeyUsage
 	Duration    time.Duration
 	Now         time.Time
+	// Backdate, when set, replaces the package's Backdate: a
+	// PodCertificateRequest's notBefore must be within 5 minutes of
+	// kube-apiserver's clock when its status is written.
+	Backdate time.Duration
 }
 
 // Issue signs the request's public key, subject and subject alternative
@@ -33,7 +37,11 @@ func Issue(in Issuance, ca *x509.Certificate, caKey crypto.Signer) ([]byte, *x50
 	if err != nil {
 		return nil, nil, err
 	}
-	notBefore := in.Now.Add(-Backdate)
+	backdate := Backdate
+	if in.Backdate > 0 {
+		backdate = in.Backdate
+	}
+	notBefore := in.Now.Add(-backdate)
 	notAfter := in.Now.Add(in.Duration)
 	if notAfter.After(ca.NotAfter) {
 		notAfter = ca.NotAfter
