@@ -39,6 +39,7 @@ import (
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
 	"rekey.io/rekey/pkg/controller/credential"
+	"rekey.io/rekey/pkg/controller/hostcsr"
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -221,6 +222,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	cleanerController := cleaner.NewController(client, auth.Records, clk, opts.CleanerInterval)
 
 	var publisherController *publisher.Controller
+	var hostCSRController *hostcsr.Controller
 	var kubeFactory kubeinformers.SharedInformerFactory
 	if deps.Kube != nil {
 		kubeFactory = kubeinformers.NewSharedInformerFactory(deps.Kube, 10*time.Minute)
@@ -234,6 +236,12 @@ func (m *Manager) runControllers(ctx context.Context) error {
 			APIServices:     deps.PublisherAPIServices,
 			OwnerAPIService: PublishedOwnerAPIService,
 			Published:       publisherReporter(deps.Published),
+		})
+		// The host cluster's own CSRs of the signer names whose Signer
+		// serves them (spec.hostCluster.certificateSigningRequests).
+		hostCSRController = hostcsr.NewController(hostcsr.Deps{
+			Kube: deps.Kube, CSRs: kubeFactory.Certificates().V1().CertificateSigningRequests(), Signers: signerInformer, CAs: caInformer,
+			Authorizer: deps.Authorizer, Cluster: deps.Cluster, Signing: auth.Signing, Events: events, Clock: clk,
 		})
 	}
 
@@ -253,6 +261,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		kubeFactory.StartWithContext(ctx)
 		defer kubeFactory.Shutdown()
 		run(func() { publisherController.Run(ctx, 2) })
+		run(func() { hostCSRController.Run(ctx, 2) })
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
