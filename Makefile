@@ -6,7 +6,7 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build image run test test-unit test-integration test-e2e test-install verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
+.PHONY: all build image run test test-unit test-integration test-e2e test-install test-long verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
@@ -49,6 +49,13 @@ test-e2e:
 test-install:
 	hack/install-test-deps.sh
 	$(GO) test -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/install/...
+
+## test-long: test-install with REKEY_LONG=1, which adds what waits for real
+## time to pass: a kubelet renewing its certificate across a CA rotation
+## (about 9 minutes), a pod certificate's refresh. Not part of `make test`.
+test-long:
+	hack/install-test-deps.sh
+	REKEY_LONG=1 $(GO) test -count=1 -timeout 60m $(GOTEST_FLAGS) ./test/install/...
 
 ## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint,
 ## logcheck and import layering. Each verify-X has an update-X that fixes

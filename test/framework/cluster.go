@@ -72,6 +72,12 @@ type Cluster struct {
 	rekeyEnv                   []string
 	rekeyBinary                string
 	hostIP                     string
+	// kubeAPIServer and kubeAPIServerArgs are how kube-apiserver was
+	// started (RestartKubeAPIServer starts it so again); starts counts
+	// its starts, which name their log files.
+	kubeAPIServer       string
+	kubeAPIServerArgs   []string
+	kubeAPIServerStarts int
 }
 
 // ClusterOptions tunes StartCluster.
@@ -127,7 +133,8 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 
 	p := func(name string) string { return filepath.Join(dir, "pki", name) }
 	logf("starting kube-apiserver on %s", c.KubeAPIURL)
-	c.KubeAPIServer, err = Start(dir, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append([]string{
+	c.kubeAPIServer = filepath.Join(toolsDir, "kube-apiserver")
+	c.kubeAPIServerArgs = append([]string{
 		"--etcd-servers=" + c.EtcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kubePort),
 		"--endpoint-reconciler-type=none",
@@ -146,7 +153,8 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		"--proxy-client-cert-file=" + p("front-proxy-client.crt"), "--proxy-client-key-file=" + p("front-proxy-client.key"),
 		"--cert-dir=" + filepath.Join(dir, "kube-cert-dir"),
 		"--profiling=false",
-	}, append(inClusterArgs(opts.HostIP), opts.KubeAPIServerArgs...)...)...)
+	}, append(inClusterArgs(opts.HostIP), opts.KubeAPIServerArgs...)...)
+	c.KubeAPIServer, err = c.startKubeAPIServer(nil)
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -162,23 +170,9 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	c.Admin = kubernetes.NewForConfigOrDie(cfg)
-	if err := waitFor(120*time.Second, func() error {
-		if c.KubeAPIServer.Exited() {
-			return fmt.Errorf("kube-apiserver exited:\n%s", c.KubeAPIServer.LogTail(4000))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		body, err := c.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if string(body) != "ok" {
-			return fmt.Errorf("readyz: %s", body)
-		}
-		return nil
-	}); err != nil {
+	if err := c.waitKubeAPIServer(); err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.KubeAPIServer.LogTail(4000))
+		return nil, err
 	}
 
 	c.RekeyAdmin = clientset.NewForConfigOrDie(rest.CopyConfig(cfg))
@@ -200,6 +194,55 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// startKubeAPIServer starts kube-apiserver with the cluster's flags and
+// extraArgs (which win), its log in kube-apiserver.log, then
+// kube-apiserver-2.log and so on for each restart.
+func (c *Cluster) startKubeAPIServer(extraArgs []string) (*Process, error) {
+	c.kubeAPIServerStarts++
+	name := "kube-apiserver"
+	if c.kubeAPIServerStarts > 1 {
+		name += "-" + strconv.Itoa(c.kubeAPIServerStarts)
+	}
+	return Start(c.Dir, name, c.kubeAPIServer, append(append([]string(nil), c.kubeAPIServerArgs...), extraArgs...)...)
+}
+
+// waitKubeAPIServer waits for kube-apiserver's /readyz.
+func (c *Cluster) waitKubeAPIServer() error {
+	if err := waitFor(120*time.Second, func() error {
+		if c.KubeAPIServer.Exited() {
+			return fmt.Errorf("kube-apiserver exited (%w):\n%s", errExited, c.KubeAPIServer.LogTail(4000))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		body, err := c.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(body) != "ok" {
+			return fmt.Errorf("readyz: %s", body)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.KubeAPIServer.LogTail(4000))
+	}
+	return nil
+}
+
+// RestartKubeAPIServer stops kube-apiserver and starts it again on the
+// same port and storage with the cluster's flags and extraArgs (which win;
+// none: as first started), for flags it reads only when it starts (such as
+// --kubelet-certificate-authority, which it re-reads only every 5
+// minutes), and waits for it to be ready. Whatever watches through it
+// (rekey, the controllers, the kubelet) reconnects by itself.
+func (c *Cluster) RestartKubeAPIServer(extraArgs ...string) error {
+	c.KubeAPIServer.Stop(30 * time.Second)
+	var err error
+	if c.KubeAPIServer, err = c.startKubeAPIServer(extraArgs); err != nil {
+		return err
+	}
+	return c.waitKubeAPIServer()
 }
 
 // inClusterArgs are kube-apiserver's flags for a cluster whose pods reach
@@ -509,6 +552,32 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) 
 	}
 	path := filepath.Join(c.Dir, "kubeconfig-"+sanitize(user))
 	return path, standalone.WriteKubeconfig(path, c.KubeAPIURL, c.ServingCA.CertPEM(), user, kp.CertPEM(), keyPEM)
+}
+
+// ClientCertificate writes a client certificate of the cluster's client CA
+// for user in groups, and its key, into the cluster's pki directory (as
+// name.crt and name.key), and returns their paths: a certificate for a
+// flag that takes files, such as kube-apiserver's
+// --kubelet-client-certificate.
+func (c *Cluster) ClientCertificate(name, user string, groups ...string) (certFile, keyFile string, err error) {
+	kp, err := c.ClientCA.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, certValidity)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(c.Dir, "pki", name+".crt"), filepath.Join(c.Dir, "pki", name+".key")
+	if err := kp.Write(certFile, keyFile); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
+// ClientCAFile is the path of kube-apiserver's --client-ca-file (what
+// TrustClientCAs writes, or a trust-sync a test runs).
+func (c *Cluster) ClientCAFile() string {
+	return filepath.Join(c.Dir, "pki", "client-ca.crt")
 }
 
 // TrustClientCAs makes kube-apiserver trust client certificates of the

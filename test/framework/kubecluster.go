@@ -125,7 +125,17 @@ func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string
 	}); err != nil {
 		return err
 	}
-	return waitFor(120*time.Second, func() error {
+	return k.WaitNodeReady(120*time.Second, time.Time{})
+}
+
+// WaitNodeReady waits until the node is Ready, by a heartbeat of its
+// kubelet at since or later (a kubelet started then: the condition a
+// stopped one left says nothing), failing at once when a process of the
+// node or the controllers exits.
+func (k *KubeCluster) WaitNodeReady(timeout time.Duration, since time.Time) error {
+	// Heartbeats are stamped in whole seconds.
+	since = since.Truncate(time.Second)
+	return waitFor(timeout, func() error {
 		for name, p := range map[string]*Process{"kube-controller-manager": k.KCM, "kube-scheduler": k.Scheduler, "kubelet": k.Node.Kubelet, "containerd": k.Node.Containerd} {
 			if p.Exited() {
 				return fmt.Errorf("%s exited (%w):\n%s", name, errExited, p.LogTail(3000))
@@ -138,11 +148,11 @@ func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string
 			return err
 		}
 		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since) {
 				return nil
 			}
 		}
-		return fmt.Errorf("node %s not Ready", KubeNodeName)
+		return fmt.Errorf("node %s not Ready with a heartbeat since %s: %+v", KubeNodeName, since.Format(time.RFC3339), node.Status.Conditions)
 	})
 }
 

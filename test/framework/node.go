@@ -30,6 +30,43 @@ type Node struct {
 	Containerd *Process
 	Agent      *Process
 	Kubelet    *Process
+	// StartedWith is how StartNode ran the kubelet: RestartKubelet with it
+	// puts the node back as it was.
+	StartedWith KubeletOptions
+	sock        string
+}
+
+// KubeletOptions say how a kubelet of the node runs; StartNode sets the
+// first, RestartKubelet changes them.
+type KubeletOptions struct {
+	// Binary is the kubelet's binary.
+	Binary string
+	// Kubeconfig is --kubeconfig. With BootstrapKubeconfig it need not
+	// exist: the kubelet then asks certificates.k8s.io for its client
+	// certificate (signer kubernetes.io/kube-apiserver-client-kubelet)
+	// with the bootstrap credentials, keeps it in CertDir and writes a
+	// kubeconfig naming it here.
+	Kubeconfig          string
+	BootstrapKubeconfig string
+	// CertDir is --cert-dir; empty: the node's kubelet-pki.
+	CertDir string
+	// RotateCertificates and ServerTLSBootstrap are the
+	// KubeletConfiguration's: the kubelet renews its client certificate
+	// through certificates.k8s.io, and asks there for its serving
+	// certificate (signer kubernetes.io/kubelet-serving) instead of
+	// making itself one.
+	RotateCertificates, ServerTLSBootstrap bool
+	// Address is where the kubelet's API listens; empty: 127.0.0.1, which
+	// kube-apiserver does not reach (it dials the Node's InternalIP).
+	Address string
+	// ClientCAFile makes the kubelet's API accept clients with a
+	// certificate of these CAs (kube-apiserver's
+	// --kubelet-client-certificate); empty: it accepts nobody, since
+	// anonymous and webhook authentication are off.
+	ClientCAFile string
+	// LogName names the kubelet's log file (and its configuration file)
+	// in the node's directory; empty: "kubelet".
+	LogName string
 }
 
 // NodeOptions say where the binaries are and how the node reaches the API.
@@ -56,7 +93,8 @@ type NodeOptions struct {
 // certificate, the kubelet, all under dir. Stop undoes everything the
 // kubelet does outside dir (mounts, cgroups, its device-plugins directory).
 func StartNode(dir string, o NodeOptions) (*Node, error) {
-	n := &Node{Name: o.Name, Dir: dir, CertDir: filepath.Join(dir, "rekey")}
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	n := &Node{Name: o.Name, Dir: dir, CertDir: filepath.Join(dir, "rekey"), sock: sock}
 	if _, err := os.Stat("/var/lib/kubelet"); err == nil {
 		n.devicePluginsExisted = true
 	}
@@ -65,7 +103,6 @@ func StartNode(dir string, o NodeOptions) (*Node, error) {
 			return nil, err
 		}
 	}
-	sock := filepath.Join(dir, "containerd", "containerd.sock")
 	files := map[string]string{
 		"containerd/config.toml": fmt.Sprintf(`version = 2
 root = %q
@@ -90,36 +127,12 @@ state = %q
   {"type": "portmap", "capabilities": {"portMappings": true}}]}`,
 		"cni/99-loopback.conf": `{"cniVersion": "0.4.0", "name": "lo", "type": "loopback"}`,
 	}
-	ports, err := FreePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	files["kubelet/config.yaml"] = fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-failCgroupV1: false
-cgroupDriver: cgroupfs
-failSwapOn: false
-rotateCertificates: false
-serverTLSBootstrap: false
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
-address: 127.0.0.1
-port: %d
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-readOnlyPort: 0
-staticPodPath: ""
-podLogsDir: %q
-containerRuntimeEndpoint: unix://%s
-evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%", "nodefs.inodesFree": "1%%"}
-`, ports[0], ports[1], filepath.Join(dir, "pod-logs"), sock)
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			return nil, err
 		}
 	}
+	var err error
 	if n.Containerd, err = Start(dir, "containerd", "containerd", "--config", filepath.Join(dir, "containerd/config.toml")); err != nil {
 		return nil, err
 	}
@@ -133,8 +146,9 @@ evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.av
 			return nil, fmt.Errorf("importing %s into containerd: %v: %s", image, err, out)
 		}
 	}
+	n.StartedWith = KubeletOptions{Binary: o.Kubelet, Kubeconfig: o.Kubeconfig}
 	if o.Kubeconfig != "" {
-		if n.Kubelet, err = n.startKubelet(o, o.Kubeconfig); err != nil {
+		if n.Kubelet, err = n.startKubelet(n.StartedWith); err != nil {
 			n.Stop()
 			return nil, err
 		}
@@ -178,21 +192,82 @@ evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.av
 		n.Stop()
 		return nil, err
 	}
-	if n.Kubelet, err = n.startKubelet(o, kubeconfig); err != nil {
+	n.StartedWith.Kubeconfig = kubeconfig
+	if n.Kubelet, err = n.startKubelet(n.StartedWith); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *Node) startKubelet(o NodeOptions, kubeconfig string) (*Process, error) {
-	return Start(n.Dir, "kubelet", o.Kubelet,
-		"--config", filepath.Join(n.Dir, "kubelet/config.yaml"),
-		"--kubeconfig", kubeconfig,
+// RestartKubelet stops the kubelet and starts it again as o says (with
+// n.StartedWith: as StartNode ran it). The pods keep running in
+// containerd, and the new kubelet takes them over: the same node name and
+// root directory. The caller waits for what it needs (the Node Ready).
+func (n *Node) RestartKubelet(o KubeletOptions) error {
+	n.Kubelet.Stop(10 * time.Second)
+	var err error
+	n.Kubelet, err = n.startKubelet(o)
+	return err
+}
+
+// startKubelet writes the kubelet's configuration for o and starts it.
+func (n *Node) startKubelet(o KubeletOptions) (*Process, error) {
+	name, address, certDir := o.LogName, o.Address, o.CertDir
+	if name == "" {
+		name = "kubelet"
+	}
+	if address == "" {
+		address = "127.0.0.1"
+	}
+	if certDir == "" {
+		certDir = filepath.Join(n.Dir, "kubelet-pki")
+	}
+	x509 := ""
+	if o.ClientCAFile != "" {
+		x509 = fmt.Sprintf("\n  x509: {clientCAFile: %q}", o.ClientCAFile)
+	}
+	ports, err := FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+rotateCertificates: %t
+serverTLSBootstrap: %t
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}%s
+authorization: {mode: AlwaysAllow}
+address: %s
+port: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+readOnlyPort: 0
+staticPodPath: ""
+podLogsDir: %q
+containerRuntimeEndpoint: unix://%s
+evictionHard: {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%", "nodefs.inodesFree": "1%%"}
+`, o.RotateCertificates, o.ServerTLSBootstrap, x509, address, ports[0], ports[1], filepath.Join(n.Dir, "pod-logs"), n.sock)
+	configFile := filepath.Join(n.Dir, "kubelet", name+"-config.yaml")
+	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--config", configFile,
+		"--kubeconfig", o.Kubeconfig,
 		"--root-dir", filepath.Join(n.Dir, "kubelet"),
-		"--cert-dir", filepath.Join(n.Dir, "kubelet-pki"),
-		"--hostname-override", o.Name,
-		"--v=2")
+		"--cert-dir", certDir,
+		"--hostname-override", n.Name,
+		"--v=2",
+	}
+	if o.BootstrapKubeconfig != "" {
+		args = append(args, "--bootstrap-kubeconfig", o.BootstrapKubeconfig)
+	}
+	return Start(n.Dir, name, o.Binary, args...)
 }
 
 // sandboxImage is containerd's setting for the pause image, if one is given.
