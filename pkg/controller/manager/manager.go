@@ -40,6 +40,7 @@ import (
 	"rekey.io/rekey/pkg/controller/cleaner"
 	"rekey.io/rekey/pkg/controller/credential"
 	"rekey.io/rekey/pkg/controller/hostcsr"
+	"rekey.io/rekey/pkg/controller/podcert"
 	"rekey.io/rekey/pkg/controller/publisher"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -223,6 +224,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 
 	var publisherController *publisher.Controller
 	var hostCSRController *hostcsr.Controller
+	var podCertController *podcert.Controller
 	var kubeFactory kubeinformers.SharedInformerFactory
 	if deps.Kube != nil {
 		kubeFactory = kubeinformers.NewSharedInformerFactory(deps.Kube, 10*time.Minute)
@@ -243,6 +245,9 @@ func (m *Manager) runControllers(ctx context.Context) error {
 			Kube: deps.Kube, CSRs: kubeFactory.Certificates().V1().CertificateSigningRequests(), Signers: signerInformer, CAs: caInformer,
 			Authorizer: deps.Authorizer, Cluster: deps.Cluster, Signing: auth.Signing, Events: events, Clock: clk,
 		})
+		// The host cluster's PodCertificateRequests of the signer names
+		// whose Signer serves them (spec.hostCluster.podCertificateRequests).
+		podCertController = podcert.New(deps.Kube, signerInformer, auth.Signing, clk, TrimForCache)
 	}
 
 	credential.RegisterMetrics()
@@ -262,6 +267,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		defer kubeFactory.Shutdown()
 		run(func() { publisherController.Run(ctx, 2) })
 		run(func() { hostCSRController.Run(ctx, 2) })
+		run(func() { podCertController.Run(ctx, opts.SignerWorkers) })
 	}
 	run(func() { caController.Run(ctx, 2) })
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
