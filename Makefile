@@ -118,12 +118,14 @@ fuzz:
 ## bench: Go benchmarks of the hot paths, then the issuance load generator
 ## (rekey direct, aggregated, native kube-apiserver + kube-controller-manager,
 ## 5,000-node bootstrap burst, 5,000-node renewal storm after a rotation's
-## Prepared, 5,000-consumer trust gate); the report goes to _output/benchmarks.md
+## Prepared, 5,000-consumer trust gate, 1,000 pods' PodCertificateRequests
+## beside native CSRs); the report goes to _output/benchmarks.md
 BENCH_ISSUANCES ?= 10000
 BENCH_BURST ?= 5000
 BENCH_STORM ?= 5000
 BENCH_RENEWAL_WINDOW ?= 60s
 BENCH_GATE ?= 5000
+BENCH_PCR ?= 1000
 bench:
 	hack/install-test-deps.sh
 	$(GO) build -o /dev/null ./test/bench
@@ -131,7 +133,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest
 	mkdir -p _output
 	$(GO) run ./test/bench -issuances $(BENCH_ISSUANCES) -burst-nodes $(BENCH_BURST) \
-		-renewal-storm-nodes $(BENCH_STORM) -renewal-window $(BENCH_RENEWAL_WINDOW) -gate-consumers $(BENCH_GATE) -out _output/benchmarks.md
+		-renewal-storm-nodes $(BENCH_STORM) -renewal-window $(BENCH_RENEWAL_WINDOW) -gate-consumers $(BENCH_GATE) \
+		-pcr-pods $(BENCH_PCR) -out _output/benchmarks.md
 
 ## tools: build kube-apiserver, kubectl and etcd into the cache (hack/build-tools.sh)
 tools:

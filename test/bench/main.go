@@ -3,7 +3,10 @@
 // certificates.k8s.io/v1 API with kube-controller-manager's signer, on the
 // same machine in the same run; plus 5,000-node bursts of kubelet client
 // certificate requests with NodeClient approval: as nodes join with one
-// bootstrap token, and as nodes renew each as itself. `make bench` runs it.
+// bootstrap token, and as nodes renew each as itself; and the pods of one
+// simulated node getting certificates through PodCertificateRequests that
+// rekey issues, beside the same node's native CSRs through
+// kube-controller-manager. `make bench` runs it.
 package main
 
 import (
@@ -52,6 +55,9 @@ func main() {
 	flag.DurationVar(&renewalWindow, "renewal-window", 60*time.Second, "spec.rotation.renewalWindow of the renewal storm's CA")
 	flag.IntVar(&gateConsumers, "gate-consumers", 5000, "TrustConsumers on one CA whose reports open a rotation's trust gate (0 skips it; aggregated cluster)")
 	flag.IntVar(&gateWorkers, "gate-workers", 32, "concurrent consumer reports in the trust-gate benchmark")
+	flag.IntVar(&pcrPods, "pcr-pods", 1000, "pods of one simulated node that each get a certificate through a PodCertificateRequest, beside as many native CSRs through kube-controller-manager (0 skips it; aggregated cluster)")
+	flag.IntVar(&pcrBursts, "pcr-bursts", 2, "PodCertificateRequest bursts per API, taking turns in alternating order")
+	flag.IntVar(&pcrWorkers, "pcr-workers", 32, "concurrent creates in the PodCertificateRequest benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -72,6 +78,9 @@ var (
 	renewalWindow    time.Duration
 	gateConsumers    int
 	gateWorkers      int
+	pcrPods          int
+	pcrBursts        int
+	pcrWorkers       int
 )
 
 func run(n, requesters, approvers, burst, rounds int, out string, skipNative bool) error {
@@ -284,12 +293,25 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			bursts = append(bursts, set)
 		}
 	}
+	var pcr *pcrResult
+	if pcrPods > 0 && cluster != nil {
+		pids := map[string]int{"rekey-apiserver": cluster.Rekey.Pid(), "kube-apiserver": cluster.KubeAPIServer.Pid(), "etcd": cluster.Etcd.Pid()}
+		if kcm != nil {
+			pids["kube-controller-manager"] = kcm.Pid()
+		}
+		if pcr, err = podCertificates(ctx, cluster, adminCfg, pids, kcm != nil, pcrPods, pcrBursts, pcrWorkers); err != nil {
+			return fmt.Errorf("pod certificates: %w", err)
+		}
+	}
 	report := render(results, mem, bursts, n, requesters, rounds)
 	if storm != nil {
 		report += renderStorm(storm)
 	}
 	if gate != nil {
 		report += renderGate(gate)
+	}
+	if pcr != nil {
+		report += renderPCR(pcr)
 	}
 	fmt.Print(report)
 	if out != "" {
