@@ -92,7 +92,14 @@ func Requester(csr *certv1alpha1.CertificateSigningRequest) user.Info {
 	return &user.DefaultInfo{Name: csr.Spec.Username, UID: csr.Spec.UID, Groups: csr.Spec.Groups, Extra: extra}
 }
 
-var nodeClientUsages = []string{string(certv1alpha1.UsageClientAuth), string(certv1alpha1.UsageDigitalSignature), string(certv1alpha1.UsageKeyEncipherment)}
+// The usage sets of a node client request (sorted), as kube's
+// ValidateKubeletClientCSR accepts them: a kubelet asks for key
+// encipherment only with an RSA key, and a stock kubelet's ECDSA key asks
+// without it.
+var (
+	nodeClientUsages          = []string{string(certv1alpha1.UsageClientAuth), string(certv1alpha1.UsageDigitalSignature), string(certv1alpha1.UsageKeyEncipherment)}
+	nodeClientUsagesNoEncrypt = []string{string(certv1alpha1.UsageClientAuth), string(certv1alpha1.UsageDigitalSignature)}
+)
 
 // NodeClientSubresource says whether a request is shaped like a node client
 // certificate request (organization exactly system:nodes, CN
@@ -112,7 +119,8 @@ func NodeClientSubresource(csr *certv1alpha1.CertificateSigningRequest) (string,
 		usages[i] = string(u)
 	}
 	sort.Strings(usages)
-	if !slices.Equal(usages, nodeClientUsages) {
+	usages = slices.Compact(usages)
+	if !slices.Equal(usages, nodeClientUsages) && !slices.Equal(usages, nodeClientUsagesNoEncrypt) {
 		return "", false
 	}
 	if req.Subject.CommonName == csr.Spec.Username {

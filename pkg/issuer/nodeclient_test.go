@@ -18,12 +18,14 @@ func TestNodeClientSubresource(t *testing.T) {
 		want     string
 		ok       bool
 	}{
-		"self":               {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: usages, want: SubresourceSelfNodeClient, ok: true},
-		"bootstrap":          {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:bootstrap:abc", usages: usages, want: SubresourceNodeClient, ok: true},
-		"other organization": {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"x"}}, username: "system:node:n1", usages: usages},
-		"not a node CN":      {o: fixtures.CSROptions{CommonName: "alice", Organizations: []string{"system:nodes"}}, username: "alice", usages: usages},
-		"SAN":                {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}, DNSNames: []string{"n1"}}, username: "system:node:n1", usages: usages},
-		"server auth":        {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageServerAuth}},
+		"self":                                {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: usages, want: SubresourceSelfNodeClient, ok: true},
+		"bootstrap":                           {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:bootstrap:abc", usages: usages, want: SubresourceNodeClient, ok: true},
+		"no key encipherment (ECDSA kubelet)": {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}, want: SubresourceSelfNodeClient, ok: true},
+		"client auth only":                    {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth}},
+		"other organization":                  {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"x"}}, username: "system:node:n1", usages: usages},
+		"not a node CN":                       {o: fixtures.CSROptions{CommonName: "alice", Organizations: []string{"system:nodes"}}, username: "alice", usages: usages},
+		"SAN":                                 {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}, DNSNames: []string{"n1"}}, username: "system:node:n1", usages: usages},
+		"server auth":                         {o: fixtures.CSROptions{CommonName: "system:node:n1", Organizations: []string{"system:nodes"}}, username: "system:node:n1", usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageServerAuth}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
