@@ -141,7 +141,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		if err != nil {
 			return 0, err
 		}
-		return 0, c.Handle(ctx, csr)
+		return c.Handle(ctx, csr)
 	})
 }
 
@@ -249,21 +249,33 @@ func (c *Controller) forget(obj any) {
 	}
 }
 
+// NodeServing refusals are decided again every servingRecheck while the
+// CSR is younger than servingRecheckFor: rekey reads Nodes from a cache,
+// and a kubelet asks for its serving certificate as soon as it has posted
+// its addresses, which the cache may not show yet. Kube's own CSRs carry
+// no watch on the Node, so a refusal is looked at again rather than left
+// for a person at once.
+const (
+	servingRecheck    = 20 * time.Second
+	servingRecheckFor = 10 * time.Minute
+)
+
 // Handle acts on one CSR: a pending one is approved when the Signer's mode
 // approves without a person and the CSR passes; an approved one is signed
 // under the Signer's policy, or Failed with the rule it broke. The CSR is
-// the lister's copy and is not modified.
-func (c *Controller) Handle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+// the lister's copy and is not modified. A non-zero duration looks at the
+// CSR again then.
+func (c *Controller) Handle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (time.Duration, error) {
 	signer, err := c.signerFor(csr.Spec.SignerName)
 	if err != nil || signer == nil {
-		return err
+		return 0, err
 	}
 	if !open(csr) {
-		return nil
+		return 0, nil
 	}
 	req := ToRekey(csr)
 	if approved := condition(csr, certificatesv1.CertificateApproved); approved != nil {
-		return c.sign(ctx, signer, csr, req, approved.LastUpdateTime.Time)
+		return 0, c.sign(ctx, signer, csr, req, approved.LastUpdateTime.Time)
 	}
 	return c.approve(ctx, signer, csr, req)
 }
@@ -272,14 +284,14 @@ func (c *Controller) Handle(ctx context.Context, csr *certificatesv1.Certificate
 // person and the CSR passes. Otherwise it stays pending for a person
 // (kubectl certificate approve or deny); a NodeServing refusal says why in
 // an event. Nothing is ever denied.
-func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, csr *certificatesv1.CertificateSigningRequest, req *certv1alpha1.CertificateSigningRequest) error {
+func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, csr *certificatesv1.CertificateSigningRequest, req *certv1alpha1.CertificateSigningRequest) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	var decision *issuer.Decision
 	switch signer.Spec.Approval.Mode {
 	case certv1alpha1.ApprovalNodeClient:
 		var err error
 		if decision, err = c.decideNodeClient(ctx, req); err != nil {
-			return err
+			return 0, err
 		}
 	case certv1alpha1.ApprovalNodeServing:
 		var err error
@@ -292,15 +304,18 @@ func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, c
 		if errors.As(err, &refusal) {
 			c.deps.Events.Event(reference(csr), corev1.EventTypeWarning, ReasonNotAutoApproved, message.CapEvent("Not approved automatically: "+refusal.Reason))
 			logger.V(2).Info("Not auto-approving", "csr", csr.Name, "reason", refusal.Reason)
-			return nil
+			if c.deps.Clock.Since(csr.CreationTimestamp.Time) < servingRecheckFor {
+				return servingRecheck, nil
+			}
+			return 0, nil
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if decision == nil {
 		logger.V(4).Info("Left for a person to approve", "csr", csr.Name, "signerName", csr.Spec.SignerName, "requester", csr.Spec.Username)
-		return nil
+		return 0, nil
 	}
 	updated := csr.DeepCopy()
 	now := metav1.NewTime(c.deps.Clock.Now())
@@ -311,13 +326,13 @@ func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, c
 	_, err := c.deps.Kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, updated, metav1.UpdateOptions{FieldManager: approverFieldManager})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// Changed or gone: the informer brings what it is now.
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("approving CSR %s: %w", csr.Name, err)
+		return 0, fmt.Errorf("approving CSR %s: %w", csr.Name, err)
 	}
 	logger.V(2).Info("Approved", "csr", csr.Name, "signerName", csr.Spec.SignerName, "reason", decision.Reason)
-	return nil
+	return 0, nil
 }
 
 // decideNodeClient approves a CSR shaped like a node client certificate

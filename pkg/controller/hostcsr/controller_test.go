@@ -232,7 +232,7 @@ func TestNodeClientApprovedBySubjectAccessReviewInKubeGroup(t *testing.T) {
 	csr := nodeClientCSR(t, "system:bootstrap:abcdef")
 	f := newFixture(t, certv1alpha1.ApprovalNodeClient, true, csr)
 	f.authz.allow = true
-	if err := f.c.Handle(context.Background(), csr); err != nil {
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
 		t.Fatal(err)
 	}
 	got := onlyUpdate(t, f.kube, "approval")
@@ -254,7 +254,7 @@ func TestNodeClientApprovedBySubjectAccessReviewInKubeGroup(t *testing.T) {
 func TestNodeClientNotAllowedStaysPending(t *testing.T) {
 	csr := nodeClientCSR(t, "system:node:n1")
 	f := newFixture(t, certv1alpha1.ApprovalNodeClient, true, csr)
-	if err := f.c.Handle(context.Background(), csr); err != nil {
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(f.kube); len(w) != 0 {
@@ -269,7 +269,7 @@ func TestNodeServing(t *testing.T) {
 	t.Run("the Node's addresses are approved", func(t *testing.T) {
 		csr := servingCSR(t, "n1.example.com")
 		f := newFixture(t, certv1alpha1.ApprovalNodeServing, true, csr)
-		if err := f.c.Handle(context.Background(), csr); err != nil {
+		if _, err := f.c.Handle(context.Background(), csr); err != nil {
 			t.Fatal(err)
 		}
 		got := onlyUpdate(t, f.kube, "approval")
@@ -279,9 +279,20 @@ func TestNodeServing(t *testing.T) {
 	})
 	t.Run("an extra SAN stays pending with an event naming the rule", func(t *testing.T) {
 		csr := servingCSR(t, "n1.example.com", "evil.example.com")
+		csr.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
 		f := newFixture(t, certv1alpha1.ApprovalNodeServing, true, csr)
-		if err := f.c.Handle(context.Background(), csr); err != nil {
+		requeue, err := f.c.Handle(context.Background(), csr)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Young: decided again soon (rekey's Node cache may lag).
+		if requeue != servingRecheck {
+			t.Errorf("requeue = %v, want %v", requeue, servingRecheck)
+		}
+		old := csr.DeepCopy()
+		old.CreationTimestamp = metav1.NewTime(now.Add(-servingRecheckFor))
+		if requeue, err := f.c.Handle(context.Background(), old); err != nil || requeue != 0 {
+			t.Errorf("old CSR: requeue %v, err %v; want neither", requeue, err)
 		}
 		if w := writes(f.kube); len(w) != 0 {
 			t.Fatalf("writes = %v, want none (never denied)", w)
@@ -300,7 +311,7 @@ func TestNodeServing(t *testing.T) {
 func TestSignsApprovedRequest(t *testing.T) {
 	csr := approved(nodeClientCSR(t, "system:node:n1", certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth))
 	f := newFixture(t, certv1alpha1.ApprovalManual, true, csr)
-	if err := f.c.Handle(context.Background(), csr); err != nil {
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
 		t.Fatal(err)
 	}
 	got := onlyUpdate(t, f.kube, "status")
@@ -326,7 +337,7 @@ func TestSignsApprovedRequest(t *testing.T) {
 
 	// Queued again before the informer shows the write: not signed twice.
 	f.kube.ClearActions()
-	if err := f.c.Handle(context.Background(), csr); err != nil {
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(f.kube); len(w) != 0 || len(f.recorder.records) != 1 {
@@ -339,7 +350,7 @@ func TestPolicyViolationFails(t *testing.T) {
 	req := fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "admin"})
 	csr := approved(nativeCSR(req, signerName, "alice", nil, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth))
 	f := newFixture(t, certv1alpha1.ApprovalManual, true, csr)
-	if err := f.c.Handle(context.Background(), csr); err != nil {
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
 		t.Fatal(err)
 	}
 	got := onlyUpdate(t, f.kube, "status")
@@ -388,7 +399,7 @@ func TestLeavesAlone(t *testing.T) {
 			}
 			f := newFixture(t, tc.mode, tc.hostCluster, csr)
 			f.authz.allow = true
-			if err := f.c.Handle(context.Background(), csr); err != nil {
+			if _, err := f.c.Handle(context.Background(), csr); err != nil {
 				t.Fatal(err)
 			}
 			if w := writes(f.kube); len(w) != 0 || len(f.authz.asked) != 0 || len(f.recorder.records) != 0 {
