@@ -237,7 +237,9 @@ func (c *Cluster) waitKubeAPIServer() error {
 // minutes), and waits for it to be ready. Whatever watches through it
 // (rekey, the controllers, the kubelet) reconnects by itself.
 func (c *Cluster) RestartKubeAPIServer(extraArgs ...string) error {
-	c.KubeAPIServer.Stop(30 * time.Second)
+	// Its state is in etcd: a short grace is enough (it can take 30s
+	// to end by itself with watches open).
+	c.KubeAPIServer.Stop(5 * time.Second)
 	var err error
 	if c.KubeAPIServer, err = c.startKubeAPIServer(extraArgs); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,15 @@ func RunKubectlWithEnv(t testing.TB, kubeconfig string, env []string, stdin []by
 
 func runKubectl(kubectl, kubeconfig, cacheDir string, env []string, stdin []byte, args ...string) (string, string, error) {
 	// Connection flags go last: kubectl refuses flags before a plugin name.
-	cmd := exec.Command(kubectl, append(args, "--kubeconfig", kubeconfig, "--cache-dir", cacheDir)...)
+	// But before a "--", after which the arguments are a command's (kubectl
+	// exec).
+	conn := []string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir}
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = slices.Concat(args[:i], conn, args[i:])
+	} else {
+		args = slices.Concat(args, conn)
+	}
+	cmd := exec.Command(kubectl, args...)
 	cmd.Env = append(os.Environ(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
