@@ -3,7 +3,8 @@
 // election is off). Each leadership term creates the built-in CAs and
 // signers, then runs the CertificateAuthority, signer, approver, cleaner
 // and RotatingCredential controllers and, with a host cluster, the
-// publisher of trust bundles, until leadership is lost. The CA and Signer
+// publisher of trust bundles and the approver and signer of the host
+// cluster's own CSRs (hostcsr), until leadership is lost. The CA and Signer
 // informers and the CA-key service (pkg/authority) are the server's, shared
 // with the request path: a term borrows the informers and removes the
 // handlers it added when it ends.
