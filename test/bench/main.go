@@ -120,7 +120,9 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	if !directOnly {
 		fmt.Fprintln(os.Stderr, "starting etcd, kube-apiserver and rekey-apiserver (aggregated)")
 		cluster, err = framework.StartCluster(filepath.Join(dir, "cluster"), rekeyBin, framework.ClusterOptions{
-			RekeyArgs:         []string{"--signer-workers=16", "--profiling=true"},
+			// Client throttling toward kube-apiserver lifted, as for
+			// kube-controller-manager (startKCM).
+			RekeyArgs:         []string{"--signer-workers=16", "--profiling=true", "--kube-api-qps=5000", "--kube-api-burst=10000"},
 			KubeAPIServerArgs: []string{"--profiling=true", "--enable-bootstrap-token-auth=true"},
 			Logf:              func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/issuer"
@@ -35,6 +36,13 @@ type ControllerOptions struct {
 	// create-time issuance per requester.
 	RequesterIssuanceBurst    int
 	RequesterIssuanceInterval time.Duration
+	// KubeAPIQPS and KubeAPIBurst limit rekey's requests to the host
+	// cluster's kube-apiserver. Unset, client-go allows 5 a second: the
+	// PodCertificateRequest controller makes four per request (pod,
+	// ServiceAccount and Node read live, the status write), so a node's
+	// 100 pods waited a minute for their certificates.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 // NewControllerOptions returns the defaults.
@@ -56,6 +64,11 @@ func NewControllerOptions() *ControllerOptions {
 
 		RequesterIssuanceBurst:    issuer.DefaultRequesterBurst,
 		RequesterIssuanceInterval: issuer.DefaultRequesterInterval,
+
+		// kube-controller-manager's defaults (--kube-api-qps,
+		// --kube-api-burst), for a controller doing the same work.
+		KubeAPIQPS:   50,
+		KubeAPIBurst: 100,
 	}
 }
 
@@ -70,6 +83,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.SynchronousIssuance, "synchronous-issuance", o.SynchronousIssuance, "Sign in the write that approves a request, and approve and sign at create for signers in NodeClient mode, on every replica. When false, or when this replica cannot reach a CA's key, the signer and approver controllers do it in writes of their own.")
 	fs.IntVar(&o.RequesterIssuanceBurst, "requester-issuance-burst", o.RequesterIssuanceBurst, "Creates one requester (spec.username) may have decided at create (reviewed, attested, signed) in a burst, per replica; past it, such a create is refused with 429 Too Many Requests and a Retry-After. 0 disables the limit.")
 	fs.DurationVar(&o.RequesterIssuanceInterval, "requester-issuance-interval", o.RequesterIssuanceInterval, "After a burst, one more create decided at create per requester per this interval, per replica.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second rekey sends to the host cluster's kube-apiserver (--kubeconfig): the host-cluster controllers' reads and writes, publishing. SubjectAccessReviews have --authorization-webhook-qps.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Requests rekey may send to the host cluster's kube-apiserver in a burst above --kube-api-qps.")
 }
 
 // Validate reports every invalid controller option.
@@ -93,11 +108,20 @@ func (o *ControllerOptions) Validate() []error {
 	if o.RequesterIssuanceBurst > 0 && o.RequesterIssuanceInterval < time.Millisecond {
 		errs = append(errs, errors.New("--requester-issuance-interval must be at least 1ms"))
 	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps must be above 0 and --kube-api-burst at least 1"))
+	}
 	return errs
 }
 
-// ApplyTo puts the controllers' configuration into the server's.
+// ApplyTo puts the controllers' configuration into the server's. It runs
+// after c.KubeConfig is set, and limits a copy of it (the generic server
+// keeps the original for its own clients).
 func (o *ControllerOptions) ApplyTo(c *apiserver.ExtraConfig) {
+	if c.KubeConfig != nil {
+		c.KubeConfig = rest.CopyConfig(c.KubeConfig)
+		c.KubeConfig.QPS, c.KubeConfig.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	}
 	c.Etcd.PrivatePrefix = o.PrivatePrefix
 	c.Controllers.LeaderElect = o.LeaderElect
 	c.Controllers.LeaseDuration = o.LeaseDuration

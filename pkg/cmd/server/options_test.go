@@ -9,6 +9,7 @@ import (
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/rest"
 
 	"rekey.io/rekey/pkg/apiserver"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
@@ -49,6 +50,8 @@ func TestControllerOptionsValidate(t *testing.T) {
 		"negative burst":       {mutate: func(o *ControllerOptions) { o.RequesterIssuanceBurst = -1 }, want: "--requester-issuance-burst"},
 		"no interval":          {mutate: func(o *ControllerOptions) { o.RequesterIssuanceInterval = 0 }, want: "--requester-issuance-interval"},
 		"limit off":            {mutate: func(o *ControllerOptions) { o.RequesterIssuanceBurst, o.RequesterIssuanceInterval = 0, 0 }},
+		"no kube qps":          {mutate: func(o *ControllerOptions) { o.KubeAPIQPS = 0 }, want: "--kube-api-qps"},
+		"no kube burst":        {mutate: func(o *ControllerOptions) { o.KubeAPIBurst = 0 }, want: "--kube-api-burst"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -56,6 +59,29 @@ func TestControllerOptionsValidate(t *testing.T) {
 			tc.mutate(o)
 			check(t, o.Validate(), tc.want)
 		})
+	}
+}
+
+// TestKubeAPILimits: the host cluster client gets --kube-api-qps and
+// --kube-api-burst (unset, client-go's 5 a second throttled the
+// PodCertificateRequest controller to under two requests a second), on a
+// copy: the generic server's own client config is not changed.
+func TestKubeAPILimits(t *testing.T) {
+	o := NewControllerOptions()
+	o.KubeAPIQPS, o.KubeAPIBurst = 300, 600
+	generic := &rest.Config{Host: "https://kube.example"}
+	extra := apiserver.ExtraConfig{KubeConfig: generic}
+	o.ApplyTo(&extra)
+	if extra.KubeConfig.QPS != 300 || extra.KubeConfig.Burst != 600 || extra.KubeConfig.Host != generic.Host {
+		t.Fatalf("host cluster client: QPS %v, burst %d, host %q; want 300, 600, %q", extra.KubeConfig.QPS, extra.KubeConfig.Burst, extra.KubeConfig.Host, generic.Host)
+	}
+	if generic.QPS != 0 || generic.Burst != 0 {
+		t.Fatalf("the generic server's client config was changed: QPS %v, burst %d", generic.QPS, generic.Burst)
+	}
+	standalone := apiserver.ExtraConfig{}
+	o.ApplyTo(&standalone)
+	if standalone.KubeConfig != nil {
+		t.Fatal("standalone (no --kubeconfig) got a host cluster client config")
 	}
 }
 
