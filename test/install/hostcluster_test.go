@@ -650,6 +650,11 @@ func rotatesAcrossTheKubelet(t *testing.T, n *hcNode, old *x509.Certificate) {
 	ctx := context.Background()
 	admin := cluster.RekeyAdmin
 	start := time.Now()
+	before, err := admin.RotationV1alpha1().CertificateAuthorities().Get(ctx, hcClientCA, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCA := firstCertificate(t, before.Status.TrustBundle)
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, hcClientCA, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -661,8 +666,9 @@ func rotatesAcrossTheKubelet(t *testing.T, n *hcNode, old *x509.Certificate) {
 	}
 	t.Logf("rotation of %s Prepared %s after Start (trust-sync's report)", hcClientCA, time.Since(start).Round(100*time.Millisecond))
 	// kube-apiserver's file holds the new CA (trust-sync's report said so).
-	if data, err := os.ReadFile(cluster.ClientCAFile()); err != nil || !bytes.Contains(data, []byte(strings.TrimSpace(firstPEM(t, ca.Status.TrustBundle)))) {
-		t.Fatalf("kube-apiserver's client CA file does not hold the new CA (%v)", err)
+	newCA := firstCertificate(t, ca.Status.TrustBundle)
+	if !fileHolds(t, cluster.ClientCAFile(), newCA) {
+		t.Fatal("kube-apiserver's client CA file does not hold the new CA")
 	}
 
 	serial := old.SerialNumber.Text(16)
@@ -694,8 +700,7 @@ func rotatesAcrossTheKubelet(t *testing.T, n *hcNode, old *x509.Certificate) {
 		return nil
 	})
 	renewedAt := time.Now()
-	current := firstPEM(t, ca.Status.TrustBundle)
-	verifyIn(t, renewed, current, x509.ExtKeyUsageClientAuth)
+	verifyIn(t, renewed, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: newCA.Raw})), x509.ExtKeyUsageClientAuth)
 	renewal := nativeCSRWith(t, kubeletClientSigner, renewed)
 	t.Logf("the kubelet renewed through CSR %s (by %s, approved by %v) %s after Prepared: serial %x from the new CA",
 		renewal.Name, renewal.Spec.Username, approvalManagers(renewal), renewedAt.Sub(ca.Status.LastInitiationFinishedTime.Time).Round(time.Second), renewed.SerialNumber)
@@ -703,10 +708,6 @@ func rotatesAcrossTheKubelet(t *testing.T, n *hcNode, old *x509.Certificate) {
 	waitCA(t, hcClientCA, "nothing pending", time.Minute, func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return ca.Status.PendingRenewal == 0
 	})
-	// The Node is Ready by the kubelet's new certificate.
-	if err := cluster.WaitNodeReady(time.Minute, renewedAt); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := admin.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, hcClientCA, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -714,6 +715,30 @@ func rotatesAcrossTheKubelet(t *testing.T, n *hcNode, old *x509.Certificate) {
 		return ca.Status.Phase == rotationv1alpha1.PhaseCompleted
 	})
 	t.Logf("rotation Completed without force %s after Start", time.Since(start).Round(time.Second))
+
+	// trust-sync drops the old CA from kube-apiserver's file, which
+	// kube-apiserver reloads on the change; the kubelet, on its renewed
+	// certificate, keeps renewing its Lease and its Node stays Ready.
+	framework.Eventually(t, time.Minute, "the old CA out of kube-apiserver's client CA file", func(context.Context) error {
+		if fileHolds(t, cluster.ClientCAFile(), oldCA) {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	dropped := time.Now()
+	framework.Eventually(t, time.Minute, "the kubelet's Lease renewed 20s after the old CA was dropped", func(ctx context.Context) error {
+		lease, err := cluster.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, framework.KubeNodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(dropped.Add(20*time.Second)) {
+			return fmt.Errorf("renewed %v", lease.Spec.RenewTime)
+		}
+		return nil
+	})
+	if err := cluster.WaitNodeReady(10*time.Second, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitCA waits until the CA is as ok wants it and returns it.
@@ -746,13 +771,31 @@ func rekeyStatus(t *testing.T, name string) string {
 	return out
 }
 
-// firstPEM is the first certificate of a bundle, in PEM: the CA that
-// signs.
-func firstPEM(t *testing.T, bundle string) string {
+// firstCertificate is the first certificate of a trust bundle: the CA
+// that signs.
+func firstCertificate(t *testing.T, bundle string) *x509.Certificate {
 	t.Helper()
-	block, _ := pem.Decode([]byte(bundle))
-	if block == nil {
-		t.Fatal("an empty trust bundle")
+	c, err := readCertificatePEM([]byte(bundle))
+	if err != nil {
+		t.Fatalf("the trust bundle: %v", err)
 	}
-	return string(pem.EncodeToMemory(block))
+	return c
+}
+
+// fileHolds says whether the PEM file holds cert.
+func fileHolds(t *testing.T, path string, cert *x509.Certificate) bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return false
+		}
+		if bytes.Equal(block.Bytes, cert.Raw) {
+			return true
+		}
+	}
 }
