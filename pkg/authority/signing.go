@@ -95,6 +95,12 @@ type Template struct {
 	Spec certv1alpha1.CertificateSigningRequestSpec
 	// Name and UID name the request in the issuance record.
 	Name, UID string
+	// Requester, when set, is the requester the issuance record names
+	// instead of Spec.Username: a rotation counts a certificate as
+	// renewed once the new key certified the same subject for the same
+	// requester, so it must name what holds the certificate (a pod, not
+	// its service account, whose many pods share it).
+	Requester string
 	// Backdate is how far before now the certificate starts; zero is
 	// signing.Backdate. Unlike Sign's, the certificate's lifetime (notBefore
 	// to notAfter) is exactly the duration the policy grants, backdate
@@ -120,14 +126,16 @@ func (s *Signing) SignTemplate(ctx context.Context, signer *certv1alpha1.Signer,
 		backdate = signing.Backdate
 	}
 	return s.issue(ctx, signer, issueRequest{
-		name: t.Name, uid: t.UID, spec: &t.Spec, req: t.Request, path: path,
+		name: t.Name, uid: t.UID, requester: t.Requester, spec: &t.Spec, req: t.Request, path: path,
 		exactLifetime: true, backdate: backdate, minLifetime: t.MinLifetime,
 	})
 }
 
 // issueRequest is what Sign and SignTemplate share with issue.
 type issueRequest struct {
-	name, uid  string
+	name, uid string
+	// requester overrides spec.Username in the issuance record.
+	requester  string
 	spec       *certv1alpha1.CertificateSigningRequestSpec
 	req        *x509.CertificateRequest
 	approvedAt time.Time
@@ -191,8 +199,12 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 		return Signed{}, fmt.Errorf("signer %s: %w", signerName, err)
 	}
 	serial := fmt.Sprintf("%x", cert.SerialNumber)
+	requester := r.spec.Username
+	if r.requester != "" {
+		requester = r.requester
+	}
 	if err := s.Recorder.Record(ctx, issuance.Record{
-		Serial: serial, CSRName: r.name, CSRUID: r.uid, Requester: r.spec.Username, Subject: cert.Subject.String(), Holder: Holder(cert),
+		Serial: serial, CSRName: r.name, CSRUID: r.uid, Requester: requester, Subject: cert.Subject.String(), Holder: Holder(cert),
 		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
 	}); err != nil {
 		signingErrors.WithLabelValues(signerName, "record").Inc()

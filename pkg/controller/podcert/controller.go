@@ -81,6 +81,12 @@ type Controller struct {
 	mu       sync.Mutex
 	ctx      context.Context // nil until Run
 	bySigner map[string]*signerRequests
+
+	// writtenOver holds, per request UID, the resourceVersion this
+	// controller last wrote a status over, until the informer shows the
+	// request finished or gone: a requeue of that stale copy (a Signer
+	// change, a resync) must not issue and record a second certificate.
+	writtenOver sync.Map
 }
 
 type signerRequests struct {
@@ -159,7 +165,11 @@ func (c *Controller) watch(signerName string) bool {
 		pcr, ok := obj.(*certificatesv1.PodCertificateRequest)
 		// The server filters by signer name; this is for one (or a fake)
 		// that would not.
-		if !ok || pcr.Spec.SignerName != signerName || Finished(pcr) {
+		if !ok || pcr.Spec.SignerName != signerName {
+			return
+		}
+		if Finished(pcr) {
+			c.writtenOver.Delete(pcr.UID)
 			return
 		}
 		c.queue.Add(key{signerName: signerName, namespace: pcr.Namespace, name: pcr.Name})
@@ -167,6 +177,14 @@ func (c *Controller) watch(signerName string) bool {
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pcr, ok := obj.(*certificatesv1.PodCertificateRequest); ok {
+				c.writtenOver.Delete(pcr.UID)
+			}
+		},
 	})
 	r := &signerRequests{informer: informer}
 	c.bySigner[signerName] = r
@@ -300,6 +318,10 @@ func (c *Controller) Handle(ctx context.Context, pcr *certificatesv1.PodCertific
 	if Finished(pcr) {
 		return nil
 	}
+	if rv, ok := c.writtenOver.Load(pcr.UID); ok && rv == pcr.ResourceVersion {
+		// Decided already; the informer has not caught up.
+		return nil
+	}
 	signer, err := c.signers.Get(validation.SignerObjectName(pcr.Spec.SignerName))
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -335,9 +357,15 @@ func (c *Controller) write(ctx context.Context, pcr *certificatesv1.PodCertifica
 		// Someone else decided, or the request changed: the informer
 		// brings the new version, which is looked at again if unfinished.
 		return nil
+	case apierrors.IsInvalid(err) && out.conditionType == certificatesv1.PodCertificateRequestConditionTypeIssued:
+		// kube-apiserver refused the certificate (its clock far from
+		// rekey's, say). Issuing again would be refused again, each time
+		// with a new recorded certificate: the request fails instead.
+		return c.write(ctx, pcr, failed(ReasonIssuanceRefused, "kube-apiserver refused the issued certificate: %v", err))
 	case err != nil:
 		return fmt.Errorf("writing the status of PodCertificateRequest %s/%s: %w", pcr.Namespace, pcr.Name, err)
 	}
+	c.writtenOver.Store(pcr.UID, pcr.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Decided PodCertificateRequest", "podCertificateRequest", klog.KObj(pcr), "signerName", pcr.Spec.SignerName,
 		"condition", out.conditionType, "reason", out.reason)
 	return nil

@@ -18,9 +18,11 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -295,7 +297,7 @@ func TestIssued(t *testing.T) {
 				t.Fatalf("records %+v", f.recorder.records)
 			}
 			rec := f.recorder.records[0]
-			if rec.CSRName != "pcr:apps/req-web-0-1" || rec.CSRUID != "pcr-uid" || rec.Requester != "system:serviceaccount:apps:web" ||
+			if rec.CSRName != "pcr:apps/req-web-0-1" || rec.CSRUID != "pcr-uid" || rec.Requester != "system:serviceaccount:apps:web (pod web-0, uid pod-uid)" ||
 				rec.SignerName != signerName || rec.CAName != "pod-ca" || !rec.NotAfter.Equal(leaf.NotAfter) {
 				t.Errorf("record %+v", rec)
 			}
@@ -478,5 +480,43 @@ func TestSignersStartAndStopInformers(t *testing.T) {
 	c.signerChanged(plain)
 	if len(c.bySigner) != 0 {
 		t.Fatal("an informer left for a Signer that stopped serving PodCertificateRequests")
+	}
+}
+
+// TestStaleRequeueIssuesOnce: a request handled again from the same
+// cached copy (a Signer change or a resync before the informer brought the
+// Issued write) is not issued and recorded a second time.
+func TestStaleRequeueIssuesOnce(t *testing.T) {
+	f := newFixture(t, options{})
+	pcr := f.request(t, p256(t), nil)
+	onlyCondition(t, f.handle(t, pcr), certificatesv1.PodCertificateRequestConditionTypeIssued, ReasonIssued)
+	if err := f.c.Handle(context.Background(), pcr); err != nil {
+		t.Fatalf("second Handle: %v", err)
+	}
+	if n := len(f.recorder.records); n != 1 {
+		t.Fatalf("%d issuance records after handling the same copy twice, want 1", n)
+	}
+}
+
+// TestRefusedIssuanceFails: when kube-apiserver refuses the issued
+// certificate (422), the request is Failed instead of issued again and
+// again.
+func TestRefusedIssuanceFails(t *testing.T) {
+	f := newFixture(t, options{})
+	pcr := f.request(t, p256(t), nil)
+	f.kube.PrependReactor("update", "podcertificaterequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		if written := u.GetObject().(*certificatesv1.PodCertificateRequest); written.Status.CertificateChain != "" {
+			return true, nil, apierrors.NewInvalid(certificatesv1.SchemeGroupVersion.WithKind("PodCertificateRequest").GroupKind(), pcr.Name,
+				field.ErrorList{field.Invalid(field.NewPath("status", "notBefore"), "", "too far from now")})
+		}
+		return false, nil, nil
+	})
+	c := onlyCondition(t, f.handle(t, pcr), certificatesv1.PodCertificateRequestConditionTypeFailed, ReasonIssuanceRefused)
+	if !strings.Contains(c.Message, "too far from now") {
+		t.Errorf("message %q does not say why", c.Message)
 	}
 }

@@ -35,6 +35,9 @@ const (
 	ReasonUnsupportedKeyType               = certificatesv1.PodCertificateRequestConditionUnsupportedKeyType
 	ReasonInvalidUnverifiedUserAnnotations = certificatesv1.PodCertificateRequestConditionInvalidUserConfig
 	ReasonInvalidTemplate                  = "InvalidTemplate"
+	// ReasonIssuanceRefused: kube-apiserver refused the status write of
+	// the issued certificate.
+	ReasonIssuanceRefused = "IssuanceRefused"
 )
 
 const (
@@ -118,7 +121,11 @@ func (c *Controller) decide(ctx context.Context, signer *certv1alpha1.Signer, pc
 			Username: "system:serviceaccount:" + pcr.Namespace + ":" + spec.ServiceAccountName,
 		},
 		Name: "pcr:" + pcr.Namespace + "/" + pcr.Name, UID: string(pcr.UID),
-		Backdate: backdate, MinLifetime: minLifetime,
+		// One holder per pod: its next request (a refresh, with the same
+		// pod UID) renews it, another pod's of the same service account
+		// does not.
+		Requester: fmt.Sprintf("system:serviceaccount:%s:%s (pod %s, uid %s)", pcr.Namespace, spec.ServiceAccountName, spec.PodName, spec.PodUID),
+		Backdate:  backdate, MinLifetime: minLifetime,
 	}, authority.PathPodCertificate)
 	if err != nil {
 		return nil, err
