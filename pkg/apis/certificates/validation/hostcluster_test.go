@@ -19,7 +19,10 @@ func hostSigner(mutate func(*certificates.Signer)) *certificates.Signer {
 		Spec: certificates.SignerSpec{
 			SignerName:              "team.example.com/app",
 			CertificateAuthorityRef: certificates.CertificateAuthorityReference{Name: "ca"},
-			Policy:                  certificates.SignerPolicy{MaxDuration: metav1.Duration{Duration: 48 * time.Hour}},
+			Policy: certificates.SignerPolicy{
+				MaxDuration:     metav1.Duration{Duration: 48 * time.Hour},
+				SubjectAltNames: certificates.SubjectAltNamePolicy{Allowed: []certificates.SubjectAltNameType{certificates.SANTypeDNS, certificates.SANTypeURI}},
+			},
 			Approval:                certificates.SignerApproval{Mode: certificates.ApprovalManual},
 			HostCluster: &certificates.HostClusterServing{
 				CertificateSigningRequests: true,
@@ -68,6 +71,12 @@ func TestValidateHostCluster(t *testing.T) {
 			s.Spec.Policy.AllowedUsages = []certificates.KeyUsage{certificates.UsageDigitalSignature, certificates.UsageClientAuth}
 		}},
 
+		"SPIFFE ID without URI SANs allowed": {mutate: func(s *certificates.Signer) {
+			s.Spec.Policy.SubjectAltNames.Allowed = []certificates.SubjectAltNameType{certificates.SANTypeDNS}
+		}, field: "spec.hostCluster.podCertificateRequests.spiffeTrustDomain", contains: "must include URI"},
+		"DNS templates without DNS SANs allowed": {mutate: func(s *certificates.Signer) {
+			s.Spec.Policy.SubjectAltNames.Allowed = []certificates.SubjectAltNameType{certificates.SANTypeURI}
+		}, field: "spec.hostCluster.podCertificateRequests.dnsNames", contains: "must include DNS"},
 		"Attestation with native CSRs": {mutate: func(s *certificates.Signer) { s.Spec.Approval.Mode = certificates.ApprovalAttestation },
 			field: "spec.hostCluster.certificateSigningRequests", contains: "evidence"},
 		"Attestation with pod certificates only": {mutate: func(s *certificates.Signer) {

@@ -121,10 +121,21 @@ func validateHostCluster(fldPath *field.Path, spec *certificates.SignerSpec) fie
 			}
 		}
 	}
+	// What the policy puts into every certificate, spec.policy must allow,
+	// else every request would fail.
+	sanAllowed := sets.New(spec.Policy.SubjectAltNames.Allowed...)
 	if p.SPIFFETrustDomain != "" {
 		for _, msg := range k8svalidation.IsDNS1123Subdomain(p.SPIFFETrustDomain) {
 			allErrs = append(allErrs, field.Invalid(pcr.Child("spiffeTrustDomain"), p.SPIFFETrustDomain, msg))
 		}
+		if !sanAllowed.Has(certificates.SANTypeURI) {
+			allErrs = append(allErrs, field.Invalid(pcr.Child("spiffeTrustDomain"), p.SPIFFETrustDomain,
+				"puts a URI SAN into every certificate: spec.policy.subjectAltNames.allowed must include URI"))
+		}
+	}
+	if len(p.DNSNames) > 0 && !sanAllowed.Has(certificates.SANTypeDNS) {
+		allErrs = append(allErrs, field.Invalid(pcr.Child("dnsNames"), p.DNSNames,
+			"puts DNS SANs into every certificate: spec.policy.subjectAltNames.allowed must include DNS"))
 	}
 	if p.CommonName != "" {
 		allErrs = append(allErrs, validateTemplate(pcr.Child("commonName"), p.CommonName, 64)...)
