@@ -40,12 +40,22 @@ type ClusterView interface {
 
 // NodeServingRefusal is why a serving request was not approved; the
 // request stays pending for a person, and the reason goes into an event.
-type NodeServingRefusal struct{ Reason string }
+// NodeDependent says the refusal rests on the Node object as read (it is
+// missing, or lacks an address), which a moment later may read otherwise;
+// every other refusal is about the request itself and is final.
+type NodeServingRefusal struct {
+	Reason        string
+	NodeDependent bool
+}
 
 func (r *NodeServingRefusal) Error() string { return r.Reason }
 
 func refuse(format string, args ...any) (*Decision, error) {
 	return nil, &NodeServingRefusal{Reason: fmt.Sprintf(format, args...)}
+}
+
+func refuseForNode(format string, args ...any) (*Decision, error) {
+	return nil, &NodeServingRefusal{Reason: fmt.Sprintf(format, args...), NodeDependent: true}
 }
 
 var (
@@ -99,7 +109,7 @@ func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv
 	}
 	node, err := view.Node(nodeName)
 	if apierrors.IsNotFound(err) {
-		return refuse("there is no Node %q", nodeName)
+		return refuseForNode("there is no Node %q", nodeName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading Node %s: %w", nodeName, err)
@@ -114,7 +124,7 @@ func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv
 	}
 	for _, name := range req.DNSNames {
 		if !hasAddress(node, name, nodeDNSTypes) {
-			return refuse("DNS name %q is not among Node %s's addresses", name, nodeName)
+			return refuseForNode("DNS name %q is not among Node %s's addresses", name, nodeName)
 		}
 		if why := others.dnsRefusal(name); why != "" {
 			return refuse("DNS name %q %s", name, why)
@@ -125,7 +135,7 @@ func DecideNodeServing(view ClusterView, signer *certv1alpha1.Signer, csr *certv
 	}
 	for _, ip := range req.IPAddresses {
 		if !hasAddress(node, ip.String(), nodeIPTypes) {
-			return refuse("IP address %s is not among Node %s's addresses", ip, nodeName)
+			return refuseForNode("IP address %s is not among Node %s's addresses", ip, nodeName)
 		}
 		if why := others.ipRefusal(ip); why != "" {
 			return refuse("IP address %s %s", ip, why)

@@ -98,6 +98,20 @@ type Controller struct {
 	// last wrote a certificate or failure over, so that a CSR queued again
 	// before the informer shows that write is not signed twice.
 	writtenOver sync.Map
+	// unwritten holds, per CSR UID, a certificate issued (and recorded)
+	// over a resourceVersion whose status write failed: the retry writes
+	// the same certificate instead of issuing and recording another each
+	// time (a write rekey may not make, say, keeps failing).
+	unwritten sync.Map
+	// refused holds, per CSR UID, the NodeServing refusal last put into
+	// an event: a CSR decided again says so once, not at each look.
+	refused sync.Map
+}
+
+// issued is a certificate waiting for its status write.
+type issued struct {
+	resourceVersion string
+	certificate     []byte
 }
 
 // NewController wires the controller to its informers (which the caller
@@ -246,6 +260,8 @@ func (c *Controller) forget(obj any) {
 	}
 	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
 		c.writtenOver.Delete(csr.UID)
+		c.unwritten.Delete(csr.UID)
+		c.refused.Delete(csr.UID)
 	}
 }
 
@@ -302,9 +318,13 @@ func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, c
 		}
 		var refusal *issuer.NodeServingRefusal
 		if errors.As(err, &refusal) {
-			c.deps.Events.Event(reference(csr), corev1.EventTypeWarning, ReasonNotAutoApproved, message.CapEvent("Not approved automatically: "+refusal.Reason))
+			if last, ok := c.refused.Swap(csr.UID, refusal.Reason); !ok || last != refusal.Reason {
+				c.deps.Events.Event(reference(csr), corev1.EventTypeWarning, ReasonNotAutoApproved, message.CapEvent("Not approved automatically: "+refusal.Reason))
+			}
 			logger.V(2).Info("Not auto-approving", "csr", csr.Name, "reason", refusal.Reason)
-			if c.deps.Clock.Since(csr.CreationTimestamp.Time) < servingRecheckFor {
+			// Only a refusal that rests on the Node as read may change;
+			// one about the request itself is final.
+			if refusal.NodeDependent && c.deps.Clock.Since(csr.CreationTimestamp.Time) < servingRecheckFor {
 				return servingRecheck, nil
 			}
 			return 0, nil
@@ -347,20 +367,30 @@ func (c *Controller) decideNodeClient(ctx context.Context, req *certv1alpha1.Cer
 	if !ok {
 		return nil, nil
 	}
-	decision, _, err := c.deps.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User:            issuer.Requester(req), // as kube-apiserver recorded the creator
-		Verb:            "create",
-		APIGroup:        certificatesv1.GroupName,
-		APIVersion:      "*",
-		Resource:        "certificatesigningrequests",
-		Subresource:     subresource,
-		ResourceRequest: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("SubjectAccessReview for CSR %s: %w", req.Name, err)
+	allowed := func(subresource string) (bool, error) {
+		decision, _, err := c.deps.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
+			User:            issuer.Requester(req), // as kube-apiserver recorded the creator
+			Verb:            "create",
+			APIGroup:        certificatesv1.GroupName,
+			APIVersion:      "*",
+			Resource:        "certificatesigningrequests",
+			Subresource:     subresource,
+			ResourceRequest: true,
+		})
+		if err != nil {
+			return false, fmt.Errorf("SubjectAccessReview for CSR %s: %w", req.Name, err)
+		}
+		return decision == authorizer.DecisionAllow, nil
 	}
-	if decision != authorizer.DecisionAllow {
-		return nil, nil
+	ok, err := allowed(subresource)
+	if err == nil && !ok && subresource == issuer.SubresourceSelfNodeClient {
+		// As kube-controller-manager's approver: one who may have any
+		// node's client certificate may have its own.
+		subresource = issuer.SubresourceNodeClient
+		ok, err = allowed(subresource)
+	}
+	if err != nil || !ok {
+		return nil, err
 	}
 	return &issuer.Decision{
 		Reason:  issuer.ReasonAutoApproved,
@@ -375,9 +405,14 @@ func (c *Controller) sign(ctx context.Context, signer *certv1alpha1.Signer, csr 
 	if rv, ok := c.writtenOver.Load(csr.UID); ok && rv == csr.ResourceVersion {
 		return nil
 	}
-	signed, err := c.deps.Signing.Sign(ctx, signer, req, approvedAt, authority.PathHostCluster)
-	if err != nil {
-		return fmt.Errorf("signing CSR %s: %w", csr.Name, err)
+	var signed authority.Signed
+	if u, ok := c.unwritten.Load(csr.UID); ok && u.(issued).resourceVersion == csr.ResourceVersion {
+		signed.Certificate = u.(issued).certificate
+	} else {
+		var err error
+		if signed, err = c.deps.Signing.Sign(ctx, signer, req, approvedAt, authority.PathHostCluster); err != nil {
+			return fmt.Errorf("signing CSR %s: %w", csr.Name, err)
+		}
 	}
 	updated := csr.DeepCopy()
 	if signed.Failure != nil {
@@ -389,8 +424,9 @@ func (c *Controller) sign(ctx context.Context, signer *certv1alpha1.Signer, csr 
 	} else {
 		updated.Status.Certificate = signed.Certificate
 	}
-	_, err = c.deps.Kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: signerFieldManager})
+	_, err := c.deps.Kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: signerFieldManager})
 	if err == nil {
+		c.unwritten.Delete(csr.UID)
 		c.writtenOver.Store(csr.UID, csr.ResourceVersion)
 		klog.FromContext(ctx).V(2).Info("Wrote CSR status", "csr", csr.Name, "signerName", csr.Spec.SignerName, "issued", signed.Failure == nil)
 		return nil
@@ -398,7 +434,11 @@ func (c *Controller) sign(ctx context.Context, signer *certv1alpha1.Signer, csr 
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// Someone else changed the CSR; the informer brings the new
 		// version, and one with a certificate is left alone.
+		c.unwritten.Delete(csr.UID)
 		return nil
+	}
+	if signed.Failure == nil {
+		c.unwritten.Store(csr.UID, issued{resourceVersion: csr.ResourceVersion, certificate: signed.Certificate})
 	}
 	return fmt.Errorf("writing the status of CSR %s: %w", csr.Name, err)
 }

@@ -1,9 +1,11 @@
 package hostcsr
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -58,12 +60,14 @@ func (r *memoryRecorder) Record(_ context.Context, rec issuance.Record) error {
 // fakeAuthz allows what allow says and remembers what it was asked.
 type fakeAuthz struct {
 	allow bool
+	// only, when set, is the one subresource allowed.
+	only  string
 	asked []authorizer.Attributes
 }
 
 func (a *fakeAuthz) Authorize(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	a.asked = append(a.asked, attrs)
-	if a.allow {
+	if a.allow || a.only != "" && attrs.GetSubresource() == a.only {
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, "", nil
@@ -260,8 +264,24 @@ func TestNodeClientNotAllowedStaysPending(t *testing.T) {
 	if w := writes(f.kube); len(w) != 0 {
 		t.Fatalf("writes = %v, want none", w)
 	}
-	if len(f.authz.asked) != 1 || f.authz.asked[0].GetSubresource() != "selfnodeclient" {
-		t.Fatalf("reviews = %v, want one for selfnodeclient", f.authz.asked)
+	if len(f.authz.asked) != 2 || f.authz.asked[0].GetSubresource() != "selfnodeclient" || f.authz.asked[1].GetSubresource() != "nodeclient" {
+		t.Fatalf("reviews = %v, want selfnodeclient then nodeclient", f.authz.asked)
+	}
+}
+
+// TestNodeClientSelfRenewalByNodeclient: a node renewing its own
+// certificate is approved when it may have any node's (nodeclient), as
+// kube-controller-manager's approver does.
+func TestNodeClientSelfRenewalByNodeclient(t *testing.T) {
+	csr := nodeClientCSR(t, "system:node:n1")
+	f := newFixture(t, certv1alpha1.ApprovalNodeClient, true, csr)
+	f.authz.allow, f.authz.only = false, "nodeclient"
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
+		t.Fatal(err)
+	}
+	got := onlyUpdate(t, f.kube, "approval")
+	if cond := got.Status.Conditions[len(got.Status.Conditions)-1]; cond.Type != certificatesv1.CertificateApproved || !strings.Contains(cond.Message, "/nodeclient") {
+		t.Fatalf("condition = %+v, want Approved after the nodeclient review", cond)
 	}
 }
 
@@ -406,5 +426,80 @@ func TestLeavesAlone(t *testing.T) {
 				t.Fatalf("writes %v, reviews %d, records %d: want none", w, len(f.authz.asked), len(f.recorder.records))
 			}
 		})
+	}
+}
+
+// TestNodeServingRefusals: a refusal about the request itself is final (no
+// recheck) and put into one event however often the CSR is decided; one
+// that rests on the Node as read is looked at again.
+func TestNodeServingRefusals(t *testing.T) {
+	t.Run("final, one event", func(t *testing.T) {
+		csr := servingCSR(t, "n1.example.com")
+		csr.Spec.Username, csr.Spec.Groups = "mallory", []string{"system:authenticated"}
+		f := newFixture(t, certv1alpha1.ApprovalNodeServing, true, csr)
+		for range 3 {
+			again, err := f.c.Handle(context.Background(), csr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again != 0 {
+				t.Fatalf("a refusal of a requester that is no node is looked at again in %s", again)
+			}
+		}
+		if n := len(f.events.Events); n != 1 {
+			t.Fatalf("%d events for one refusal, want 1", n)
+		}
+	})
+	t.Run("a Node not seen yet is looked at again", func(t *testing.T) {
+		req := fixtures.CSRPEM(t, fixtures.CSROptions{CommonName: "system:node:n2", Organizations: []string{"system:nodes"}, DNSNames: []string{"n2.example.com"}})
+		csr := nativeCSR(req, signerName, "system:node:n2", []string{"system:nodes", "system:authenticated"},
+			certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth)
+		csr.CreationTimestamp = metav1.NewTime(now)
+		f := newFixture(t, certv1alpha1.ApprovalNodeServing, true, csr)
+		again, err := f.c.Handle(context.Background(), csr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again != servingRecheck {
+			t.Fatalf("looked at again in %s, want %s", again, servingRecheck)
+		}
+	})
+}
+
+// TestRefusedStatusWriteReusesTheCertificate: when the status write fails
+// (rekey may not sign that name in the host cluster, say), the retry
+// writes the certificate already issued and recorded instead of issuing
+// another each time.
+func TestRefusedStatusWriteReusesTheCertificate(t *testing.T) {
+	csr := approved(nodeClientCSR(t, "system:node:n1"))
+	f := newFixture(t, certv1alpha1.ApprovalManual, true, csr)
+	refusals := 3
+	var written [][]byte
+	f.kube.PrependReactor("update", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		written = append(written, a.(k8stesting.UpdateAction).GetObject().(*certificatesv1.CertificateSigningRequest).Status.Certificate)
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewForbidden(certificatesv1.Resource("signers"), signerName, errors.New("no sign"))
+		}
+		return false, nil, nil
+	})
+	for i := 0; i < 3; i++ {
+		if _, err := f.c.Handle(context.Background(), csr); err == nil {
+			t.Fatalf("try %d: no error for a refused write", i)
+		}
+	}
+	if _, err := f.c.Handle(context.Background(), csr); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.recorder.records); n != 1 {
+		t.Fatalf("%d certificates issued and recorded over 4 tries, want 1", n)
+	}
+	for i, w := range written {
+		if !bytes.Equal(w, written[0]) || len(w) == 0 {
+			t.Fatalf("write %d carried another certificate", i)
+		}
 	}
 }

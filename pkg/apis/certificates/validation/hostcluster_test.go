@@ -23,7 +23,7 @@ func hostSigner(mutate func(*certificates.Signer)) *certificates.Signer {
 				MaxDuration:     metav1.Duration{Duration: 48 * time.Hour},
 				SubjectAltNames: certificates.SubjectAltNamePolicy{Allowed: []certificates.SubjectAltNameType{certificates.SANTypeDNS, certificates.SANTypeURI}},
 			},
-			Approval:                certificates.SignerApproval{Mode: certificates.ApprovalManual},
+			Approval: certificates.SignerApproval{Mode: certificates.ApprovalManual},
 			HostCluster: &certificates.HostClusterServing{
 				CertificateSigningRequests: true,
 				PodCertificateRequests: &certificates.PodCertificatePolicy{
