@@ -131,8 +131,8 @@ func TestPodCertificates(t *testing.T) {
 	// The allowed pod runs, and its probe verified the credential bundle.
 	first := waitVerified(t, pcAllowedPod, 3*time.Minute, "")
 	running := waitRunning(t, pcAllowedPod)
-	t.Logf("pod %s running %s after its creation; the probe verified serial %s", pcAllowedPod,
-		running.State.Running.StartedAt.Sub(created).Round(time.Second), first.serial)
+	t.Logf("pod %s running; its probe verified serial %s %s after the pod's creation", pcAllowedPod, first.serial,
+		first.at.Sub(created).Round(100*time.Millisecond))
 	pcr := issuedRequest(t, pcAllowedPod, first.serial)
 	leaf := leafOf(t, pcr.Status.CertificateChain)
 	if got, want := first.issuer, issuerIn(t, leaf, trustBundle); got != want {
