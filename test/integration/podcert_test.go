@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,19 +74,31 @@ func TestPodCertificateRequests(t *testing.T) {
 		}
 		sas[name] = sa
 	}
+	// Each pod asks for a certificate of the signer, as the pods the
+	// kubelet makes requests for do; "bare" asks for none.
 	pods := map[string]*corev1.Pod{}
-	for _, sa := range []string{allowedSA, otherSA} {
+	for _, name := range []string{allowedSA, otherSA, "bare"} {
+		sa := name
+		var volumes []corev1.Volume
+		if name == "bare" {
+			sa = allowedSA
+		} else {
+			volumes = []corev1.Volume{{Name: "cert", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
+					SignerName: signerName, KeyType: "ECDSAP256", CredentialBundlePath: "credentials.pem"}}}}}}}
+		}
 		pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: sa + "-pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-pod"},
 			Spec: corev1.PodSpec{
 				NodeName: nodeName, ServiceAccountName: sa, AutomountServiceAccountToken: ptr.To(false),
 				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+				Volumes:    volumes,
 			},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods[sa] = pod
+		pods[name] = pod
 	}
 
 	ca := &rotationv1alpha1.CertificateAuthority{
@@ -251,6 +264,16 @@ func TestPodCertificateRequests(t *testing.T) {
 		pcr := waitPCR(t, admin, ns, "wrong-uid", certificatesv1.PodCertificateRequestConditionTypeDenied)
 		if c := pcrCondition(pcr, certificatesv1.PodCertificateRequestConditionTypeDenied); c.Reason != "IdentityMismatch" {
 			t.Errorf("Denied reason %q (%s), want IdentityMismatch", c.Reason, c.Message)
+		}
+	})
+
+	t.Run("a pod that asks for no certificate", func(t *testing.T) {
+		// What anyone but the pod's node could ask for: the identity of
+		// a real pod with real UIDs, for their own key.
+		request(t, "bare", pods["bare"], sas[allowedSA], p256(t), 86400)
+		pcr := waitPCR(t, admin, ns, "bare", certificatesv1.PodCertificateRequestConditionTypeDenied)
+		if c := pcrCondition(pcr, certificatesv1.PodCertificateRequestConditionTypeDenied); c.Reason != "IdentityMismatch" || !strings.Contains(c.Message, "no podCertificate volume") {
+			t.Errorf("Denied %q (%s), want IdentityMismatch for a pod without the volume", c.Reason, c.Message)
 		}
 	})
 

@@ -131,7 +131,10 @@ func newFixture(t *testing.T, o options) *fixture {
 		node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
 		sa:   &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, UID: "sa-uid"}},
 		pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: ns, UID: "pod-uid"},
-			Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "web"}},
+			Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "web", Volumes: []corev1.Volume{{Name: "cert",
+				VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{PodCertificate: &corev1.PodCertificateProjection{SignerName: signerName, KeyType: "ECDSAP256", CredentialBundlePath: "b.pem"}},
+				}}}}}}},
 	}
 	if o.objects != nil {
 		o.objects(f)
@@ -336,6 +339,12 @@ func TestIdentityMismatch(t *testing.T) {
 		}, want: "being deleted"},
 		{name: "pod on another node", objects: func(f *fixture) { f.pod.Spec.NodeName = "n2" }, want: `bound to node "n2"`},
 		{name: "pod not scheduled", objects: func(f *fixture) { f.pod.Spec.NodeName = "" }, want: `bound to node ""`},
+		// A request not made by the pod's node names a pod that asked
+		// for no certificate of this signer.
+		{name: "pod without the volume", objects: func(f *fixture) { f.pod.Spec.Volumes = nil }, want: "has no podCertificate volume source for signer"},
+		{name: "pod with another signer's volume", objects: func(f *fixture) {
+			f.pod.Spec.Volumes[0].Projected.Sources[0].PodCertificate.SignerName = "rekey.io/other"
+		}, want: "has no podCertificate volume source for signer"},
 		{name: "pod of another service account", objects: func(f *fixture) { f.pod.Spec.ServiceAccountName = "db" }, want: `service account "db"`},
 		{name: "service account absent", objects: func(f *fixture) { f.sa = nil }, want: "service account apps/web does not exist"},
 		{name: "service account UID", request: func(p *certificatesv1.PodCertificateRequest) { p.Spec.ServiceAccountUID = "old" }, want: "not spec.serviceAccountUID old"},

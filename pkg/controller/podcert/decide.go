@@ -16,6 +16,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -187,6 +188,12 @@ func (c *Controller) checkIdentity(ctx context.Context, pcr *certificatesv1.PodC
 	case pod.Spec.ServiceAccountName != spec.ServiceAccountName:
 		return denied(ReasonIdentityMismatch, "pod %s/%s runs as service account %q, not spec.serviceAccountName %q", ns, spec.PodName,
 			pod.Spec.ServiceAccountName, spec.ServiceAccountName), nil
+	case !mountsPodCertificate(pod, spec.SignerName):
+		// kube-apiserver checks a request against its pod only when a
+		// node creates it; anyone else allowed to create requests could
+		// name any pod. A pod that asks for no certificate of this signer
+		// gets none, whoever asks for it.
+		return denied(ReasonIdentityMismatch, "pod %s/%s has no podCertificate volume source for signer %s", ns, spec.PodName, spec.SignerName), nil
 	}
 	sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, spec.ServiceAccountName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -309,4 +316,20 @@ func (c *Controller) template(p *certv1alpha1.PodCertificatePolicy, pcr *certifi
 // SPIFFEID is a service account's SPIFFE ID in a trust domain.
 func SPIFFEID(trustDomain, namespace, serviceAccount string) *url.URL {
 	return &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/ns/" + namespace + "/sa/" + serviceAccount}
+}
+
+// mountsPodCertificate says whether a pod has a podCertificate projected
+// volume source of the signer name.
+func mountsPodCertificate(pod *corev1.Pod, signerName string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.PodCertificate != nil && src.PodCertificate.SignerName == signerName {
+				return true
+			}
+		}
+	}
+	return false
 }
