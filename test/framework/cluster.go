@@ -393,8 +393,9 @@ func (c *Cluster) RestartRekeyWithHarnessServing() error {
 func (c *Cluster) applyArtifacts() error {
 	root := RepoRoot()
 	// The custom signer example is a pattern, not installed; the tests bind
-	// its roles.
-	for _, f := range []string{"deploy/base/namespace.yaml", "deploy/base/rbac.yaml", "rbac/custom-signer-example.yaml"} {
+	// its roles. host-cluster.yaml is opt-in; the tests of Signers with
+	// spec.hostCluster need it.
+	for _, f := range []string{"deploy/base/namespace.yaml", "deploy/base/rbac.yaml", "rbac/custom-signer-example.yaml", "rbac/host-cluster.yaml"} {
 		if _, err := c.kubectl(nil, "apply", "-f", filepath.Join(root, "artifacts", f)); err != nil {
 			return err
 		}

@@ -66,6 +66,9 @@ func TestPodCertificates(t *testing.T) {
 	})
 	start := time.Now()
 	kubectl(t, "apply", "-k", deploy)
+	// Serving the host cluster's certificate APIs is opt-in.
+	hostCluster := filepath.Join(framework.RepoRoot(), "artifacts", "rbac", "host-cluster.yaml")
+	kubectl(t, "apply", "-f", hostCluster)
 	waitServing(t, 1)
 	t.Logf("rekey installed and serving after %s", time.Since(start).Round(time.Second))
 
@@ -202,6 +205,7 @@ func TestPodCertificates(t *testing.T) {
 	if out, err := cluster.Kubectl(nil, "delete", "namespace", pcNamespace, "--wait=true", "--timeout=2m"); err != nil {
 		t.Fatalf("deleting namespace %s: %v\n%s", pcNamespace, err, out)
 	}
+	kubectl(t, "delete", "-f", hostCluster)
 	uninstall(t, deploy)
 }
 
