@@ -52,10 +52,12 @@ test-install:
 
 ## test-long: test-install with REKEY_LONG=1, which adds what waits for real
 ## time to pass: a kubelet renewing its certificate across a CA rotation
-## (about 9 minutes), a pod certificate's refresh. Not part of `make test`.
+## (about 9 minutes), a pod certificate's refresh (about 35 minutes: half
+## of the shortest lifetime kube-apiserver allows, 1h, plus the kubelet's
+## jitter). Not part of `make test`.
 test-long:
 	hack/install-test-deps.sh
-	REKEY_LONG=1 $(GO) test -count=1 -timeout 60m $(GOTEST_FLAGS) ./test/install/...
+	REKEY_LONG=1 $(GO) test -count=1 -timeout 90m $(GOTEST_FLAGS) ./test/install/...
 
 ## verify: formatting, vet, go.mod tidiness, generated code, golangci-lint,
 ## logcheck and import layering. Each verify-X has an update-X that fixes
