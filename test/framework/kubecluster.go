@@ -96,7 +96,9 @@ func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string
 		"--service-account-private-key-file="+p("sa.key"),
 		"--root-ca-file="+p("serving-ca.crt"),
 		// The kubelet has its own certificate; no cluster signing CA here.
-		"--controllers=*,-csrsigning",
+		// Nor approval: rekey's NodeClient approves the kubelet's CSRs in
+		// TestHostClusterKubelet (docs/host-cluster.md, step 1).
+		"--controllers=*,-csrsigning,-csrapproving",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
 	); err != nil {

@@ -83,6 +83,9 @@ func TestHostClusterKubelet(t *testing.T) {
 	})
 	start := time.Now()
 	kubectl(t, "apply", "-k", deploy)
+	// Serving the host cluster's certificate APIs is opt-in.
+	hostCluster := filepath.Join(framework.RepoRoot(), "artifacts", "rbac", "host-cluster.yaml")
+	kubectl(t, "apply", "-f", hostCluster)
 	rekeyPod := waitServing(t, 1)[0]
 	t.Logf("rekey installed and serving after %s", time.Since(start).Round(time.Second))
 
@@ -111,6 +114,11 @@ func TestHostClusterKubelet(t *testing.T) {
 		t.Fatalf("CSR %s was requested by %s, not the bootstrap token", bootstrapCSR.Name, bootstrapCSR.Spec.Username)
 	}
 	approval := approvedCondition(bootstrapCSR)
+	// kube-controller-manager runs without csrapproving here: rekey's
+	// NodeClient approval, by its SubjectAccessReview, approved it.
+	if approval == nil || approval.Reason != "AutoApproved" || !strings.Contains(approval.Message, "create certificates.k8s.io certificatesigningrequests/nodeclient") {
+		t.Fatalf("client CSR %s approved by %v with %+v, want rekey's NodeClient approval (nodeclient SubjectAccessReview)", bootstrapCSR.Name, approvalManagers(bootstrapCSR), approval)
+	}
 	t.Logf("client CSR %s (by %s): approved by %v (%s: %s); certificate serial %x from rekey's CA, valid %s to %s",
 		bootstrapCSR.Name, bootstrapCSR.Spec.Username, approvalManagers(bootstrapCSR), approval.Reason, approval.Message,
 		clientCert.SerialNumber, clientCert.NotBefore.UTC().Format(time.RFC3339), clientCert.NotAfter.UTC().Format(time.RFC3339))
@@ -170,6 +178,7 @@ func TestHostClusterKubelet(t *testing.T) {
 	// cleanup restores the first one, after the node's first kubelet is
 	// back.
 	_ = syncer.Process.Kill()
+	kubectl(t, "delete", "-f", hostCluster)
 	uninstall(t, deploy)
 }
 
