@@ -34,6 +34,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&CertificateSigningRequestList{},
 		&Signer{},
 		&SignerList{},
+		&Revocation{},
+		&RevocationList{},
 	)
 	return nil
 }

@@ -58,6 +58,8 @@ const (
 	// refused (False). Only the server adds it; no update may add, change
 	// or remove it.
 	CertificateAttested RequestConditionType = "Attested"
+	// CertificateRevoked: a Revocation names the issued certificate (server-set).
+	CertificateRevoked RequestConditionType = "Revoked"
 )
 
 // CertificateSigningRequestCondition describes one condition of a request.
@@ -190,6 +192,9 @@ type SignerPolicy struct {
 	MaxDuration     metav1.Duration
 	Subject         SubjectPolicy
 	SubjectAltNames SubjectAltNamePolicy
+	// CRLDistributionPoints: URL templates ($(caName), $(keyID)) put into
+	// issued certificates.
+	CRLDistributionPoints []string
 }
 
 // SubjectPolicy restricts the subject of requests.

@@ -112,6 +112,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		certificatesv1alpha1.NodeServingApproval{}.OpenAPIModelName():                schema_pkg_apis_certificates_v1alpha1_NodeServingApproval(ref),
 		certificatesv1alpha1.PodCertificatePolicy{}.OpenAPIModelName():               schema_pkg_apis_certificates_v1alpha1_PodCertificatePolicy(ref),
 		certificatesv1alpha1.PodCertificateSubjects{}.OpenAPIModelName():             schema_pkg_apis_certificates_v1alpha1_PodCertificateSubjects(ref),
+		certificatesv1alpha1.Revocation{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_Revocation(ref),
+		certificatesv1alpha1.RevocationList{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_RevocationList(ref),
+		certificatesv1alpha1.RevocationSpec{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_RevocationSpec(ref),
+		certificatesv1alpha1.RevocationStatus{}.OpenAPIModelName():                   schema_pkg_apis_certificates_v1alpha1_RevocationStatus(ref),
 		certificatesv1alpha1.Signer{}.OpenAPIModelName():                             schema_pkg_apis_certificates_v1alpha1_Signer(ref),
 		certificatesv1alpha1.SignerApproval{}.OpenAPIModelName():                     schema_pkg_apis_certificates_v1alpha1_SignerApproval(ref),
 		certificatesv1alpha1.SignerList{}.OpenAPIModelName():                         schema_pkg_apis_certificates_v1alpha1_SignerList(ref),
@@ -4039,6 +4043,250 @@ func schema_pkg_apis_certificates_v1alpha1_PodCertificateSubjects(ref common.Ref
 	}
 }
 
+func schema_pkg_apis_certificates_v1alpha1_Revocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Revocation revokes one certificate that rekey issued. kube-apiserver refuses the certificate through rekey's authorization webhook (on the request's credential-id), rekey refuses it itself, and the certificate's CA lists it in its CRL.\n\nA client names the certificate in spec (by its SHA-256 or its serial number); the server finds it among the certificates it issued, checks that the user may revoke for its signer (verb \"revoke\" on resource \"signers\" with the signer name, or \"<domain>/*\"), and fills status. The object's name is the certificate's SHA-256 in lowercase hex, so a certificate is revoked once however often it is asked. Revocations cannot be changed or deleted: rekey deletes one itself once its certificate has expired or the CA key that signed it has been destroyed.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec names the certificate and why it is revoked. Immutable.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(certificatesv1alpha1.RevocationSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is what the server found: the certificate's identity, signer, CA and request, and who revoked it when. Set at create, never changed.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(certificatesv1alpha1.RevocationStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName(), certificatesv1alpha1.RevocationSpec{}.OpenAPIModelName(), certificatesv1alpha1.RevocationStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_RevocationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RevocationList is a list of Revocations.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the revocations.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(certificatesv1alpha1.Revocation{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.ListMeta{}.OpenAPIModelName(), certificatesv1alpha1.Revocation{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_RevocationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RevocationSpec names the certificate to revoke: exactly one of certificateSHA256 and serialNumber.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificateSHA256": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateSHA256 is the SHA-256 of the certificate's DER in hex (what kube-apiserver's audit log shows as credential-id X509SHA256=<hex>).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"serialNumber": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serialNumber is the certificate's serial number in hex.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"caName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "caName, with serialNumber, is the CertificateAuthority that issued the certificate. Optional: serial numbers are random and rekey looks in every CA when it is empty, refusing a serial that two CAs issued.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason is the RFC 5280 reason: Unspecified (the default), KeyCompromise, CACompromise, AffiliationChanged, Superseded, CessationOfOperation, PrivilegeWithdrawn or AACompromise.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_certificates_v1alpha1_RevocationStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RevocationStatus is what the server recorded at create.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"certificateSHA256": {
+						SchemaProps: spec.SchemaProps{
+							Description: "certificateSHA256 is the SHA-256 of the certificate's DER in hex.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"serialNumber": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serialNumber is the certificate's serial number in hex.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"signerName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "signerName is the signer that issued the certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"caName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "caName is the CertificateAuthority whose key signed the certificate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"caKeyID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "caKeyID identifies that key (its revocations end with it).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"subject": {
+						SchemaProps: spec.SchemaProps{
+							Description: "subject is the certificate's subject (RFC 2253).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requester": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requester is the user that requested the certificate.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"request": {
+						SchemaProps: spec.SchemaProps{
+							Description: "request is the request the certificate was issued for: a rekey CertificateSigningRequest's name, \"certificates.k8s.io:<name>\" for the host cluster's CertificateSigningRequests, or \"pcr:<namespace>/<name>\" for its PodCertificateRequests.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requestUID is that request's UID.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"notAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "notAfter is when the certificate expires; rekey deletes the revocation some time after.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"revocationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revocationTime is when the server accepted the revocation.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"revokedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revokedBy is the user that revoked it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"certificateSHA256", "serialNumber", "signerName", "caName", "caKeyID", "notAfter", "revocationTime", "revokedBy"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_certificates_v1alpha1_Signer(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -4238,6 +4486,25 @@ func schema_pkg_apis_certificates_v1alpha1_SignerPolicy(ref common.ReferenceCall
 							Description: "subjectAltNames restricts subject alternative names.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(certificatesv1alpha1.SubjectAltNamePolicy{}.OpenAPIModelName()),
+						},
+					},
+					"crlDistributionPoints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "crlDistributionPoints are URLs (http or https, at most 4) put into every certificate the signer issues as its CRL distribution points. \"$(caName)\" and \"$(keyID)\" in a URL are replaced by the issuing CertificateAuthority's name and its signing key's ID, so that \"https://<rekey>/crl/$(caName)/$(keyID)\" names the CRL rekey serves for exactly the key that signed the certificate (during a rotation the previous key's certificates are listed in the previous key's CRL).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 				},

@@ -31,6 +31,7 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			nilIfEmpty(&spec.Policy.Subject.Organizations)
 			nilIfEmpty(&spec.Policy.Subject.ForbiddenOrganizations)
 			nilIfEmpty(&spec.Policy.SubjectAltNames.Allowed)
+			nilIfEmpty(&spec.Policy.CRLDistributionPoints)
 			if spec.HostCluster != nil && spec.HostCluster.PodCertificateRequests != nil {
 				p := spec.HostCluster.PodCertificateRequests
 				if len(p.Usages) == 0 {
@@ -48,6 +49,13 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			c.FillNoCustom(status)
 			if len(status.Conditions) == 0 {
 				status.Conditions = nil
+			}
+		},
+		func(spec *certificates.RevocationSpec, c randfill.Continue) {
+			c.FillNoCustom(spec)
+			// What v1alpha1 defaulting produces.
+			if spec.Reason == "" {
+				spec.Reason = certificates.RevocationReasonUnspecified
 			}
 		},
 		func(cond *certificates.CertificateSigningRequestCondition, c randfill.Continue) {

@@ -20,3 +20,11 @@ func SetDefaults_PodCertificatePolicy(obj *PodCertificatePolicy) {
 		obj.Usages = []KeyUsage{UsageDigitalSignature, UsageClientAuth, UsageServerAuth}
 	}
 }
+
+// SetDefaults_RevocationSpec sets the reason to Unspecified when none is
+// given (RFC 5280's reason code 0).
+func SetDefaults_RevocationSpec(obj *RevocationSpec) {
+	if obj.Reason == "" {
+		obj.Reason = RevocationReasonUnspecified
+	}
+}

@@ -181,6 +181,17 @@ type SignerPolicy struct {
 	// subjectAltNames restricts subject alternative names.
 	// +optional
 	SubjectAltNames SubjectAltNamePolicy `json:"subjectAltNames,omitempty" protobuf:"bytes,6,opt,name=subjectAltNames"`
+
+	// crlDistributionPoints are URLs (http or https, at most 4) put into
+	// every certificate the signer issues as its CRL distribution points.
+	// "$(caName)" and "$(keyID)" in a URL are replaced by the issuing
+	// CertificateAuthority's name and its signing key's ID, so that
+	// "https://<rekey>/crl/$(caName)/$(keyID)" names the CRL rekey serves
+	// for exactly the key that signed the certificate (during a rotation
+	// the previous key's certificates are listed in the previous key's CRL).
+	// +listType=atomic
+	// +optional
+	CRLDistributionPoints []string `json:"crlDistributionPoints,omitempty" protobuf:"bytes,7,rep,name=crlDistributionPoints"`
 }
 
 // SubjectPolicy restricts the subject of requests.

@@ -157,6 +157,10 @@ const (
 	// mode verified of the request's TPM evidence (status True), or why it
 	// was refused (status False). Only the server adds it.
 	CertificateAttested RequestConditionType = "Attested"
+	// CertificateRevoked says the issued certificate has been revoked (a
+	// Revocation names it): status True, the RFC 5280 reason as reason.
+	// Only the server adds it, and nothing removes it.
+	CertificateRevoked RequestConditionType = "Revoked"
 )
 
 // CertificateSigningRequestCondition describes a condition of a CertificateSigningRequest object

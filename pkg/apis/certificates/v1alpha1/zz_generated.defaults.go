@@ -29,9 +29,22 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&Revocation{}, func(obj interface{}) { SetObjectDefaults_Revocation(obj.(*Revocation)) })
+	scheme.AddTypeDefaultingFunc(&RevocationList{}, func(obj interface{}) { SetObjectDefaults_RevocationList(obj.(*RevocationList)) })
 	scheme.AddTypeDefaultingFunc(&Signer{}, func(obj interface{}) { SetObjectDefaults_Signer(obj.(*Signer)) })
 	scheme.AddTypeDefaultingFunc(&SignerList{}, func(obj interface{}) { SetObjectDefaults_SignerList(obj.(*SignerList)) })
 	return nil
+}
+
+func SetObjectDefaults_Revocation(in *Revocation) {
+	SetDefaults_RevocationSpec(&in.Spec)
+}
+
+func SetObjectDefaults_RevocationList(in *RevocationList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_Revocation(a)
+	}
 }
 
 func SetObjectDefaults_Signer(in *Signer) {

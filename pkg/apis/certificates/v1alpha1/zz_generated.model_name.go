@@ -72,6 +72,26 @@ func (in PodCertificateSubjects) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Revocation) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.Revocation"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RevocationList) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.RevocationList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RevocationSpec) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.RevocationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RevocationStatus) OpenAPIModelName() string {
+	return "io.rekey.certificates.v1alpha1.RevocationStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Signer) OpenAPIModelName() string {
 	return "io.rekey.certificates.v1alpha1.Signer"
 }

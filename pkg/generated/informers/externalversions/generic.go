@@ -63,6 +63,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=certificates.rekey.io, Version=v1alpha1
 	case certificatesv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().CertificateSigningRequests().Informer()}, nil
+	case certificatesv1alpha1.SchemeGroupVersion.WithResource("revocations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().Revocations().Informer()}, nil
 	case certificatesv1alpha1.SchemeGroupVersion.WithResource("signers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Certificates().V1alpha1().Signers().Informer()}, nil
 

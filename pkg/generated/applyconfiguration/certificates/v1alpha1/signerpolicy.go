@@ -45,6 +45,14 @@ type SignerPolicyApplyConfiguration struct {
 	Subject *SubjectPolicyApplyConfiguration `json:"subject,omitempty"`
 	// subjectAltNames restricts subject alternative names.
 	SubjectAltNames *SubjectAltNamePolicyApplyConfiguration `json:"subjectAltNames,omitempty"`
+	// crlDistributionPoints are URLs (http or https, at most 4) put into
+	// every certificate the signer issues as its CRL distribution points.
+	// "$(caName)" and "$(keyID)" in a URL are replaced by the issuing
+	// CertificateAuthority's name and its signing key's ID, so that
+	// "https://<rekey>/crl/$(caName)/$(keyID)" names the CRL rekey serves
+	// for exactly the key that signed the certificate (during a rotation
+	// the previous key's certificates are listed in the previous key's CRL).
+	CRLDistributionPoints []string `json:"crlDistributionPoints,omitempty"`
 }
 
 // SignerPolicyApplyConfiguration constructs a declarative configuration of the SignerPolicy type for use with
@@ -102,5 +110,15 @@ func (b *SignerPolicyApplyConfiguration) WithSubject(value *SubjectPolicyApplyCo
 // If called multiple times, the SubjectAltNames field is set to the value of the last call.
 func (b *SignerPolicyApplyConfiguration) WithSubjectAltNames(value *SubjectAltNamePolicyApplyConfiguration) *SignerPolicyApplyConfiguration {
 	b.SubjectAltNames = value
+	return b
+}
+
+// WithCRLDistributionPoints adds the given value to the CRLDistributionPoints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the CRLDistributionPoints field.
+func (b *SignerPolicyApplyConfiguration) WithCRLDistributionPoints(values ...string) *SignerPolicyApplyConfiguration {
+	for i := range values {
+		b.CRLDistributionPoints = append(b.CRLDistributionPoints, values[i])
+	}
 	return b
 }

@@ -22,6 +22,10 @@ package v1alpha1
 // CertificateSigningRequestLister.
 type CertificateSigningRequestListerExpansion interface{}
 
+// RevocationListerExpansion allows custom methods to be added to
+// RevocationLister.
+type RevocationListerExpansion interface{}
+
 // SignerListerExpansion allows custom methods to be added to
 // SignerLister.
 type SignerListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// CertificateSigningRequests returns a CertificateSigningRequestInformer.
 	CertificateSigningRequests() TypedCertificateSigningRequestInformer
+	// Revocations returns a RevocationInformer.
+	Revocations() TypedRevocationInformer
 	// Signers returns a SignerInformer.
 	Signers() TypedSignerInformer
 }
@@ -44,6 +46,11 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // CertificateSigningRequests returns a TypedCertificateSigningRequestInformer.
 func (v *version) CertificateSigningRequests() TypedCertificateSigningRequestInformer {
 	return &certificateSigningRequestInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// Revocations returns a TypedRevocationInformer.
+func (v *version) Revocations() TypedRevocationInformer {
+	return &revocationInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // Signers returns a TypedSignerInformer.

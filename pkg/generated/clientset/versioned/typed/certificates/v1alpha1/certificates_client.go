@@ -29,6 +29,7 @@ import (
 type CertificatesV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	CertificateSigningRequestsGetter
+	RevocationsGetter
 	SignersGetter
 }
 
@@ -39,6 +40,10 @@ type CertificatesV1alpha1Client struct {
 
 func (c *CertificatesV1alpha1Client) CertificateSigningRequests() CertificateSigningRequestInterface {
 	return newCertificateSigningRequests(c)
+}
+
+func (c *CertificatesV1alpha1Client) Revocations() RevocationInterface {
+	return newRevocations(c)
 }
 
 func (c *CertificatesV1alpha1Client) Signers() SignerInterface {

@@ -20,4 +20,6 @@ package v1alpha1
 
 type CertificateSigningRequestExpansion interface{}
 
+type RevocationExpansion interface{}
+
 type SignerExpansion interface{}

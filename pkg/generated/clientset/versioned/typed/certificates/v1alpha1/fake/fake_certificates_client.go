@@ -32,6 +32,10 @@ func (c *FakeCertificatesV1alpha1) CertificateSigningRequests() v1alpha1.Certifi
 	return newFakeCertificateSigningRequests(c)
 }
 
+func (c *FakeCertificatesV1alpha1) Revocations() v1alpha1.RevocationInterface {
+	return newFakeRevocations(c)
+}
+
 func (c *FakeCertificatesV1alpha1) Signers() v1alpha1.SignerInterface {
 	return newFakeSigners(c)
 }
