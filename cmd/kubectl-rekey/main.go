@@ -1,7 +1,8 @@
 // Command kubectl-rekey is a kubectl plugin: put it on PATH and run
 // `kubectl rekey approve|deny NAME`, `kubectl rekey rotate
 // start|prepare --force|complete NAME`, `kubectl rekey status NAME`,
-// `kubectl rekey consumers [CA]` or `kubectl rekey bundle NAME`.
+// `kubectl rekey consumers [CA]`, `kubectl rekey bundle NAME` or
+// `kubectl rekey revoke NAME|--host-csr|--pcr|--serial|--sha256`.
 package main
 
 import (

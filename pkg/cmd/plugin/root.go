@@ -46,5 +46,6 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(newBundleCommand(newClient, streams))
 	cmd.AddCommand(newConsumersCommand(newClient, streams))
 	cmd.AddCommand(newAttestCommand(newClient, streams))
+	cmd.AddCommand(newRevokeCommand(newClient, newKube, namespace, streams))
 	return cmd
 }

@@ -1,0 +1,340 @@
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/strictpem"
+)
+
+// revocationResource prefixes what revoke prints, as kubectl names objects.
+const revocationResource = "revocation.certificates.rekey.io/"
+
+type revokeOptions struct {
+	hostCSRs, pcrs, serials, sha256s []string
+	caName, reason, output           string
+
+	newClient func() (clientset.Interface, error)
+	newKube   func() (kubernetes.Interface, error)
+	namespace func() (string, error)
+	streams   genericiooptions.IOStreams
+}
+
+// newRevokeCommand is `kubectl rekey revoke NAME... | --host-csr NAME |
+// --pcr [NS/]NAME | --serial HEX [--ca CA] | --sha256 HEX [--reason R]`.
+func newRevokeCommand(newClient func() (clientset.Interface, error), newKube func() (kubernetes.Interface, error), namespace func() (string, error), streams genericiooptions.IOStreams) *cobra.Command {
+	o := &revokeOptions{newClient: newClient, newKube: newKube, namespace: namespace, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "revoke (NAME... | --host-csr NAME | --pcr [NAMESPACE/]NAME | --serial HEX [--ca CA] | --sha256 HEX) [--reason REASON]",
+		Short: "Revoke certificates rekey issued: kube-apiserver refuses them at once, and their CA's CRL lists them",
+		Long: `Revoke a certificate rekey issued by creating a Revocation named after the
+certificate's SHA-256. kube-apiserver then refuses requests made with it
+(403, through rekey's authorization webhook), rekey refuses it too, and its
+CertificateAuthority's CRL lists it. A revocation is not undone.
+
+The certificate is named by the request it was issued for:
+  NAME...            rekey CertificateSigningRequests (certificates.rekey.io)
+  --host-csr NAME    the host cluster's CertificateSigningRequests
+                     (certificates.k8s.io) that rekey signed
+  --pcr [NS/]NAME    the host cluster's PodCertificateRequests that rekey
+                     issued (in -n NAMESPACE unless NS/ is given)
+or by the certificate itself:
+  --sha256 HEX       its SHA-256 (what kube-apiserver's audit log shows as
+                     credential-id X509SHA256=<hex>)
+  --serial HEX       its serial number, in --ca CA (a CertificateAuthority)
+                     or, without --ca, in whichever CA issued it
+
+--reason is an RFC 5280 reason, in either spelling and any case:
+Unspecified (the default), KeyCompromise (key-compromise), CACompromise,
+AffiliationChanged, Superseded, CessationOfOperation, PrivilegeWithdrawn,
+AACompromise.
+
+Revoking a certificate that is revoked already succeeds ("already revoked").
+You need create on revocations (group certificates.rekey.io) and verb
+"revoke" on resource "signers" named after the certificate's signer or
+"<domain>/*" (the ClusterRole in artifacts/rbac/revoker.yaml).`,
+		Example: `  kubectl rekey revoke node-csr-abc --reason KeyCompromise
+  kubectl rekey revoke --host-csr csr-x7k2p --reason key-compromise
+  kubectl rekey revoke --pcr team-a/web-0-pcr-1
+  kubectl rekey revoke --sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+  kubectl rekey revoke --serial 5a3c01f2 --ca team-ca --reason Superseded`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(contextOf(cmd), args)
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return o.issuedRequestNames(contextOf(cmd), toComplete), cobra.ShellCompDirectiveNoFileComp
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringArrayVar(&o.hostCSRs, "host-csr", nil, "a certificates.k8s.io CertificateSigningRequest of the host cluster whose certificate to revoke (repeatable)")
+	fs.StringArrayVar(&o.pcrs, "pcr", nil, "a PodCertificateRequest of the host cluster, NAME in -n NAMESPACE or NAMESPACE/NAME, whose certificate to revoke (repeatable)")
+	fs.StringArrayVar(&o.serials, "serial", nil, "the serial number (hex) of a certificate to revoke (repeatable)")
+	fs.StringVar(&o.caName, "ca", "", "with --serial: the CertificateAuthority that issued it (default: any, refused when two issued the serial)")
+	fs.StringArrayVar(&o.sha256s, "sha256", nil, "the SHA-256 (hex, of the DER) of a certificate to revoke (repeatable; X509SHA256= and colons are accepted)")
+	fs.StringVar(&o.reason, "reason", string(certv1alpha1.RevocationReasonUnspecified), "the RFC 5280 reason: "+strings.Join(reasonNames(), ", ")+" (case and dashes do not matter)")
+	fs.StringVarP(&o.output, "output", "o", "", "\"name\" prints only revocation.certificates.rekey.io/<sha256> per certificate")
+	_ = cmd.RegisterFlagCompletionFunc("reason", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return reasonNames(), cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"name"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// revocationReasons are the reasons the API accepts.
+var revocationReasons = []certv1alpha1.RevocationReason{
+	certv1alpha1.RevocationReasonUnspecified, certv1alpha1.RevocationReasonKeyCompromise, certv1alpha1.RevocationReasonCACompromise,
+	certv1alpha1.RevocationReasonAffiliationChanged, certv1alpha1.RevocationReasonSuperseded, certv1alpha1.RevocationReasonCessationOfOperation,
+	certv1alpha1.RevocationReasonPrivilegeWithdrawn, certv1alpha1.RevocationReasonAACompromise,
+}
+
+func reasonNames() []string {
+	names := make([]string, len(revocationReasons))
+	for i, r := range revocationReasons {
+		names[i] = string(r)
+	}
+	return names
+}
+
+// parseReason accepts the API's CamelCase names and RFC 5280's own
+// (keyCompromise, cACompromise), in any case, with dashes, underscores or
+// spaces between the words (key-compromise).
+func parseReason(s string) (certv1alpha1.RevocationReason, error) {
+	fold := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("-", "", "_", "", " ", "").Replace(s))
+	}
+	for _, r := range revocationReasons {
+		if fold(s) == fold(string(r)) {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("--reason %q is not an RFC 5280 reason: one of %s", s, strings.Join(reasonNames(), ", "))
+}
+
+// target is one certificate to revoke: what the user named it by, and the
+// spec that names it to the server.
+type target struct {
+	what string
+	spec certv1alpha1.RevocationSpec
+	// err is why the certificate could not be found (reported per target).
+	err error
+}
+
+func (o *revokeOptions) run(ctx context.Context, names []string) error {
+	reason, err := parseReason(o.reason)
+	if err != nil {
+		return err
+	}
+	if o.output != "" && o.output != "name" {
+		return fmt.Errorf("--output %q: only \"name\" is supported", o.output)
+	}
+	if len(names)+len(o.hostCSRs)+len(o.pcrs)+len(o.serials)+len(o.sha256s) == 0 {
+		return errors.New("name the certificates to revoke: NAME (a rekey CertificateSigningRequest), --host-csr, --pcr, --serial or --sha256")
+	}
+	if o.caName != "" && len(o.serials) == 0 {
+		return errors.New("--ca goes with --serial")
+	}
+	client, err := o.newClient()
+	if err != nil {
+		return err
+	}
+	targets := o.targets(ctx, client, names)
+	failed := false
+	for _, t := range targets {
+		if t.err == nil {
+			t.spec.Reason = reason
+			t.err = o.revoke(ctx, client, t)
+		}
+		if t.err != nil {
+			failed = true
+			fmt.Fprintf(o.streams.ErrOut, "error: %v\n", t.err)
+		}
+	}
+	if failed {
+		return errAlreadyReported
+	}
+	return nil
+}
+
+// targets resolves every named certificate; one that cannot be found
+// carries its error, so that the others are still revoked.
+func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface, names []string) []target {
+	var out []target
+	for _, name := range names {
+		t := target{what: "certificatesigningrequest.certificates.rekey.io/" + name}
+		csr, err := client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(err))
+		} else {
+			t.spec.CertificateSHA256, t.err = leafSHA256(t.what, csr.Status.Certificate)
+		}
+		out = append(out, t)
+	}
+	if len(o.hostCSRs)+len(o.pcrs) > 0 {
+		kube, err := o.newKube()
+		for _, name := range o.hostCSRs {
+			t := target{what: "certificatesigningrequest.certificates.k8s.io/" + name}
+			if err != nil {
+				t.err = err
+			} else if csr, getErr := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); getErr != nil {
+				t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(getErr))
+			} else {
+				t.spec.CertificateSHA256, t.err = leafSHA256(t.what, csr.Status.Certificate)
+			}
+			out = append(out, t)
+		}
+		for _, ref := range o.pcrs {
+			ns, name, found := strings.Cut(ref, "/")
+			if !found {
+				name = ref
+				if ns, err = o.namespace(); err != nil {
+					out = append(out, target{what: "podcertificaterequest/" + ref, err: err})
+					continue
+				}
+			}
+			t := target{what: fmt.Sprintf("podcertificaterequest.certificates.k8s.io/%s (namespace %s)", name, ns)}
+			if err != nil {
+				t.err = err
+			} else if pcr, getErr := kube.CertificatesV1().PodCertificateRequests(ns).Get(ctx, name, metav1.GetOptions{}); getErr != nil {
+				t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(getErr))
+			} else {
+				t.spec.CertificateSHA256, t.err = leafSHA256(t.what, []byte(pcr.Status.CertificateChain))
+			}
+			out = append(out, t)
+		}
+	}
+	for _, serial := range o.serials {
+		t := target{what: "serial " + serial, spec: certv1alpha1.RevocationSpec{CAName: o.caName}}
+		t.spec.SerialNumber, t.err = normalizeHex("--serial", serial, 0)
+		if o.caName != "" {
+			t.what += " of CA " + o.caName
+		}
+		out = append(out, t)
+	}
+	for _, sum := range o.sha256s {
+		t := target{what: "sha256 " + sum}
+		t.spec.CertificateSHA256, t.err = normalizeHex("--sha256", strings.TrimPrefix(sum, "X509SHA256="), sha256.Size)
+		out = append(out, t)
+	}
+	return out
+}
+
+// leafSHA256 is the SHA-256 of the first certificate of an issued chain.
+func leafSHA256(what string, chain []byte) (string, error) {
+	if len(chain) == 0 {
+		return "", fmt.Errorf("%s has no certificate: nothing to revoke (it was not issued, or not yet)", what)
+	}
+	certs, err := strictpem.Certificates(chain, 16)
+	if err != nil {
+		return "", fmt.Errorf("%s: the certificate does not parse: %w", what, err)
+	}
+	sum := sha256.Sum256(certs[0].Raw)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// normalizeHex lowercases hex without colons (as openssl prints it) and
+// checks it: size bytes when size is not 0.
+func normalizeHex(flag, s string, size int) (string, error) {
+	h := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) == 0 {
+		return "", fmt.Errorf("%s %q is not hex", flag, s)
+	}
+	if size > 0 && len(b) != size {
+		return "", fmt.Errorf("%s %q has %d bytes, not %d", flag, s, len(b), size)
+	}
+	return h, nil
+}
+
+// revoke creates the Revocation; one that exists already (the name is the
+// certificate's SHA-256) means the certificate is revoked: success.
+func (o *revokeOptions) revoke(ctx context.Context, client clientset.Interface, t target) error {
+	revocations := client.CertificatesV1alpha1().Revocations()
+	rev := &certv1alpha1.Revocation{
+		// The server sets the name from the certificate it finds; named
+		// here when known, so that the object is the certificate's.
+		ObjectMeta: metav1.ObjectMeta{Name: t.spec.CertificateSHA256},
+		Spec:       t.spec,
+	}
+	created, err := revocations.Create(ctx, rev, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
+	if apierrors.IsAlreadyExists(err) {
+		name := rev.Name
+		if name == "" {
+			name = alreadyExistsName(err)
+		}
+		detail := ""
+		if name != "" {
+			// Best effort: the user may create but not read revocations.
+			if existing, getErr := revocations.Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				detail = fmt.Sprintf(" (%s, at %s by %s)", existing.Spec.Reason, existing.Status.RevocationTime.UTC().Format("2006-01-02T15:04:05Z"), existing.Status.RevokedBy)
+			}
+		}
+		o.print(name, t.what, "already revoked"+detail)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot revoke %s: %s", t.what, statusMessage(err))
+	}
+	reason := created.Spec.Reason
+	if reason == "" {
+		reason = t.spec.Reason
+	}
+	o.print(created.Name, t.what, fmt.Sprintf("revoked (%s)", reason))
+	return nil
+}
+
+func (o *revokeOptions) print(name, what, outcome string) {
+	if o.output == "name" {
+		if name != "" {
+			fmt.Fprintln(o.streams.Out, revocationResource+name)
+		}
+		return
+	}
+	if name == "" {
+		fmt.Fprintf(o.streams.Out, "%s %s\n", what, outcome)
+		return
+	}
+	fmt.Fprintf(o.streams.Out, "%s%s %s\n", revocationResource, name, outcome)
+}
+
+// alreadyExistsName is the object name an AlreadyExists error names.
+func alreadyExistsName(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		return status.Status().Details.Name
+	}
+	return ""
+}
+
+// issuedRequestNames completes NAME: the rekey requests that have a
+// certificate.
+func (o *revokeOptions) issuedRequestNames(ctx context.Context, prefix string) []string {
+	client, err := o.newClient()
+	if err != nil {
+		return nil
+	}
+	list, err := client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, csr := range list.Items {
+		if len(csr.Status.Certificate) > 0 && strings.HasPrefix(csr.Name, prefix) {
+			names = append(names, csr.Name)
+		}
+	}
+	return names
+}
