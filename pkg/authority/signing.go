@@ -205,7 +205,7 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 	}
 	if err := s.Recorder.Record(ctx, issuance.Record{
 		Serial: serial, CSRName: r.name, CSRUID: r.uid, Requester: requester, Subject: cert.Subject.String(), Holder: Holder(cert),
-		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
+		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter, SHA256: issuance.SHA256(cert),
 	}); err != nil {
 		signingErrors.WithLabelValues(signerName, "record").Inc()
 		requestsTotal.WithLabelValues(signerName, "error", path).Inc()

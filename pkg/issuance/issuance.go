@@ -10,10 +10,15 @@ package issuance
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"path"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -40,12 +45,19 @@ type Record struct {
 	CAKeyID    string    `json:"caKeyID"`
 	NotBefore  time.Time `json:"notBefore"`
 	NotAfter   time.Time `json:"notAfter"`
+	// SHA256 is the SHA-256 of the certificate's DER in lowercase hex
+	// (kube-apiserver's credential-id X509SHA256=<hex>): a revocation
+	// finds the certificate by it (BySHA256). Empty in records written
+	// before it existed; those are found by serial only.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // maxBatch bounds the records written or deleted in one etcd transaction:
 // etcd allows 128 operations per transaction by default, and a write batch
-// also puts one revision key per CA it holds (at most 2*maxBatch).
-const maxBatch = 60
+// puts, per record, the record and its SHA-256 index key, and one revision
+// key per CA it holds (at most 3*maxBatch = 120); a prune deletes the
+// record and its index key (2*maxBatch).
+const maxBatch = 40
 
 // DefaultPageSize is how many records one read returns: about 250 KB of
 // JSON, so what a reader holds does not grow with a CA's records.
@@ -58,6 +70,9 @@ const DefaultPageSize = 1000
 type Recorder struct {
 	client *clientv3.Client
 	prefix string
+	// fpPrefix indexes records by certificate SHA-256:
+	// <fpPrefix>/<sha256> holds "<caName>/<serial>".
+	fpPrefix string
 	// revPrefix holds one key per CA, written with each batch of its
 	// records: its mod revision says whether the CA's records changed.
 	revPrefix string
@@ -73,17 +88,19 @@ type Recorder struct {
 type pending struct {
 	key, value string
 	caName     string
-	done       chan error
+	// fpKey is the SHA-256 index key ("" for a record without SHA256).
+	fpKey string
+	done  chan error
 }
 
 // ErrStopped: the Recorder's context ended; nothing more is recorded.
 var ErrStopped = errors.New("the issuance recorder has stopped")
 
-// NewRecorder stores records under prefix/issued/<ca>/<serial> until ctx
-// is done. Records still queued then, and any asked for later, fail with
+// NewRecorder stores records under prefix/issued/<ca>/<serial>, and the
+// SHA-256 index under prefix/issuedfp/<sha256>, until ctx is done. Records still queued then, and any asked for later, fail with
 // ErrStopped (their certificates are then never published).
 func NewRecorder(ctx context.Context, client *clientv3.Client, prefix string) *Recorder {
-	r := &Recorder{client: client, prefix: path.Join(prefix, "issued"), revPrefix: path.Join(prefix, "issuedrev"),
+	r := &Recorder{client: client, prefix: path.Join(prefix, "issued"), revPrefix: path.Join(prefix, "issuedrev"), fpPrefix: path.Join(prefix, "issuedfp"),
 		queue: make(chan *pending, 4*maxBatch), stopped: make(chan struct{}), PageSize: DefaultPageSize}
 	go r.flushLoop(ctx)
 	return r
@@ -98,6 +115,9 @@ func (r *Recorder) Record(ctx context.Context, rec Record) error {
 		return err
 	}
 	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), caName: rec.CAName, done: make(chan error, 1)}
+	if rec.SHA256 != "" {
+		p.fpKey = r.fpKey(rec.SHA256)
+	}
 	select {
 	case r.queue <- p:
 	case <-r.stopped:
@@ -143,13 +163,17 @@ func (r *Recorder) flushLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		// One put per record and one per CA in the batch (at most
-		// 2*maxBatch operations): a CA's revision key changes in the same
-		// transaction as its records, never apart from them.
-		ops := make([]clientv3.Op, 0, 2*len(batch))
+		// Two puts per record (the record, its SHA-256 index key) and one
+		// per CA in the batch (at most 3*maxBatch operations): a CA's
+		// revision key and a record's index key change in the same
+		// transaction as the record, never apart from it.
+		ops := make([]clientv3.Op, 0, 3*len(batch))
 		cas := map[string]bool{}
 		for _, p := range batch {
 			ops = append(ops, clientv3.OpPut(p.key, p.value))
+			if p.fpKey != "" {
+				ops = append(ops, clientv3.OpPut(p.fpKey, strings.TrimPrefix(p.key, r.prefix+"/")))
+			}
 			if !cas[p.caName] {
 				cas[p.caName] = true
 				ops = append(ops, clientv3.OpPut(path.Join(r.revPrefix, p.caName), ""))
@@ -235,7 +259,8 @@ func (r *Recorder) Prune(ctx context.Context, caName string, drop func(Record) b
 	}
 	deleted := 0
 	err := r.scanKVs(ctx, prefix, false, func(kvs []*mvccpb.KeyValue) error {
-		var ops []clientv3.Op
+		// One entry per record: its delete and its index key's.
+		var ops [][]clientv3.Op
 		for _, kv := range kvs {
 			var rec Record
 			if err := json.Unmarshal(kv.Value, &rec); err != nil {
@@ -243,12 +268,22 @@ func (r *Recorder) Prune(ctx context.Context, caName string, drop func(Record) b
 				continue
 			}
 			if drop(rec) {
-				ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+				// The record and its index key go in one transaction: no
+				// index key outlives its record, none is deleted before.
+				rops := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
+				if rec.SHA256 != "" {
+					rops = append(rops, clientv3.OpDelete(r.fpKey(rec.SHA256)))
+				}
+				ops = append(ops, rops)
 			}
 		}
 		for len(ops) > 0 {
 			n := min(len(ops), maxBatch)
-			if _, err := r.client.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			var txn []clientv3.Op
+			for _, rops := range ops[:n] {
+				txn = append(txn, rops...)
+			}
+			if _, err := r.client.Txn(ctx).Then(txn...).Commit(); err != nil {
 				return fmt.Errorf("deleting issuance records: %w", err)
 			}
 			deleted += n
@@ -257,6 +292,120 @@ func (r *Recorder) Prune(ctx context.Context, caName string, drop func(Record) b
 		return nil
 	})
 	return deleted, err
+}
+
+// SHA256 is what Record.SHA256 holds for cert: the SHA-256 of its DER in
+// lowercase hex.
+func SHA256(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrAmbiguous: a serial number that more than one CA issued, asked for
+// without naming the CA.
+var ErrAmbiguous = errors.New("more than one CA issued this serial number")
+
+func (r *Recorder) fpKey(sha256Hex string) string {
+	return path.Join(r.fpPrefix, strings.ToLower(sha256Hex))
+}
+
+// BySHA256 returns the record of the certificate whose DER has this
+// SHA-256 (hex, any case), through the index; false when rekey has no
+// record of it (never issued by rekey, issued before records had SHA256,
+// or its record is gone: expired, or its CA key destroyed).
+func (r *Recorder) BySHA256(ctx context.Context, sha256Hex string) (Record, bool, error) {
+	if _, err := hex.DecodeString(sha256Hex); err != nil || len(sha256Hex) != 2*sha256.Size {
+		return Record{}, false, fmt.Errorf("%q is not a SHA-256 in hex", sha256Hex)
+	}
+	resp, err := r.client.Get(ctx, r.fpKey(sha256Hex))
+	if err != nil {
+		return Record{}, false, fmt.Errorf("reading the issuance index: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Record{}, false, nil
+	}
+	caName, serial, ok := strings.Cut(string(resp.Kvs[0].Value), "/")
+	if !ok {
+		return Record{}, false, fmt.Errorf("issuance index key %s is corrupt", resp.Kvs[0].Key)
+	}
+	rec, found, err := r.get(ctx, caName, serial)
+	if err != nil || !found {
+		return Record{}, found, err
+	}
+	if !strings.EqualFold(rec.SHA256, sha256Hex) {
+		// An index key left by a record deleted otherwise than by Prune.
+		return Record{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// BySerial returns the record of the certificate with this serial number
+// (hex, any case, leading zeros allowed) that CA caName issued or, with
+// caName "", that any CA issued (ErrAmbiguous when two did).
+func (r *Recorder) BySerial(ctx context.Context, caName, serialHex string) (Record, bool, error) {
+	serial, err := NormalizeSerial(serialHex)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if strings.Contains(caName, "/") {
+		// Not a CA name; it must not reach outside the CA's keys.
+		return Record{}, false, nil
+	}
+	if caName != "" {
+		return r.get(ctx, caName, serial)
+	}
+	// Every CA that ever recorded has a revision key: one small read
+	// names them all.
+	resp, err := r.client.Get(ctx, r.revPrefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return Record{}, false, fmt.Errorf("listing the CAs with issuance records: %w", err)
+	}
+	var found []Record
+	for _, kv := range resp.Kvs {
+		ca := strings.TrimPrefix(string(kv.Key), r.revPrefix+"/")
+		rec, ok, err := r.get(ctx, ca, serial)
+		if err != nil {
+			return Record{}, false, err
+		}
+		if ok {
+			found = append(found, rec)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Record{}, false, nil
+	case 1:
+		return found[0], true, nil
+	}
+	return Record{}, false, fmt.Errorf("serial number %s: %w (CAs %s and %s); name the CA", serial, ErrAmbiguous, found[0].CAName, found[1].CAName)
+}
+
+// NormalizeSerial turns a hex serial number (any case, leading zeros, an
+// optional 0x, colons between bytes as openssl prints them) into the form
+// records are keyed by (lowercase, no leading zeros).
+func NormalizeSerial(serialHex string) (string, error) {
+	s := strings.ReplaceAll(strings.TrimPrefix(strings.TrimPrefix(serialHex, "0x"), "0X"), ":", "")
+	n, ok := new(big.Int).SetString(s, 16)
+	if !ok || s == "" || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		return "", fmt.Errorf("serial number %q is not hex", serialHex)
+	}
+	return fmt.Sprintf("%x", n), nil
+}
+
+// get reads the record of one CA and serial.
+func (r *Recorder) get(ctx context.Context, caName, serial string) (Record, bool, error) {
+	resp, err := r.client.Get(ctx, path.Join(r.prefix, caName, serial))
+	if err != nil {
+		return Record{}, false, fmt.Errorf("reading the issuance record of %s/%s: %w", caName, serial, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Record{}, false, nil
+	}
+	var rec Record
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		return Record{}, false, fmt.Errorf("record %s is corrupt: %w", resp.Kvs[0].Key, err)
+	}
+	return rec, true, nil
 }
 
 // scan reads the records under prefix a page at a time.
