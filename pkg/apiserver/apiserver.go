@@ -31,6 +31,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
 	"rekey.io/rekey/pkg/issuance"
@@ -121,6 +122,11 @@ type ExtraConfig struct {
 	// NodeTrust, in standalone mode, authenticates nodes with the client
 	// certificates of rekey's own kubelet client CA.
 	NodeTrust *standalone.NodeTrust
+
+	// PublicPaths is where New registers the handlers served without
+	// authentication (the revocation webhook, the CRLs): the options put it
+	// in front of the generic handler chain. Nil: none are served.
+	PublicPaths *publicpaths.Mux
 
 	// PostStartHooks are extra hooks by name (standalone mode writes its
 	// admin kubeconfig in one).

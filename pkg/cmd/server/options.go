@@ -33,6 +33,7 @@ import (
 	"rekey.io/rekey/pkg/apiserver/authnready"
 	"rekey.io/rekey/pkg/apiserver/filters"
 	"rekey.io/rekey/pkg/apiserver/peerverify"
+	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
 	"rekey.io/rekey/pkg/growstack"
 	"rekey.io/rekey/pkg/serveridentity"
@@ -203,15 +204,19 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// under which certificateAuthenticators installs peerverify.FrontProxy),
 	// WithFrontProxyRecord lets the authorizer see which requests it
 	// authenticated (nodeclientauthz); without one, nothing would record.
-	// Outermost, authnGate holds requests that arrive before the
-	// authentication CAs are loaded (package authnready).
+	// Around it, authnGate holds requests that arrive before the
+	// authentication CAs are loaded (package authnready). Outermost, the
+	// public paths (the revocation webhook, the CRLs) are served without
+	// authentication, and so without waiting for those CAs; the server
+	// registers their handlers on the Mux while it is assembled.
 	var authnGate *authnready.Gate
+	public := publicpaths.New()
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
 		if frontProxyConfigured(c.Authentication) {
 			handler = peerverify.WithFrontProxyRecord(handler)
 		}
-		return authnGate.WithHold(handler)
+		return public.Wrap(authnGate.WithHold(handler))
 	}
 
 	// Plugins that read CertificateAuthorities get them from storage, which
@@ -233,6 +238,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	cfg := &apiserver.Config{GenericConfig: genericConfig}
+	cfg.ExtraConfig.PublicPaths = public
 	cfg.ExtraConfig.CertificateAuthorities = cas
 	cfg.ExtraConfig.RotatingCredentials = creds
 	cfg.ExtraConfig.KubeConfig = genericConfig.ClientConfig

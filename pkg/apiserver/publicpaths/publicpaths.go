@@ -1,0 +1,100 @@
+// Package publicpaths serves the few paths rekey answers without
+// authentication or authorization: the revocation webhook
+// (/revocation/authorize, called by kube-apiserver) and the CRLs (/crl/...,
+// fetched by anyone verifying a certificate). They sit in front of the
+// generic handler chain, and of the authnready gate: they need no client CA,
+// and what they reveal is public (a CRL lists what is revoked; the webhook
+// only ever answers Deny or NoOpinion, never Allow).
+//
+// The options make a Mux and put it outermost in the handler chain; the
+// server registers handlers on it while it is assembled (the handlers need
+// parts that exist only then), before it serves. A request whose path no
+// pattern matches goes on to the generic chain unchanged.
+package publicpaths
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"rekey.io/rekey/pkg/apiserver/filters"
+)
+
+// Mux holds the public paths. The zero value is not usable: use New.
+// Handle may be called while requests are served (a copy-on-write table
+// read without a lock).
+type Mux struct {
+	routes atomic.Pointer[[]route]
+}
+
+type route struct {
+	pattern string
+	prefix  bool
+	handler http.Handler
+}
+
+// New returns a Mux with no paths.
+func New() *Mux {
+	m := &Mux{}
+	m.routes.Store(&[]route{})
+	return m
+}
+
+// Handle serves pattern with handler, without authentication. A pattern
+// ending in "/" (e.g. "/crl/") matches every path under it; any other
+// pattern (e.g. "/revocation/authorize") matches that path only. The longest
+// matching pattern wins; registering a pattern again replaces its handler.
+// Unlike http.ServeMux, nothing is ever redirected ("/crl" is not sent to
+// "/crl/", paths are not cleaned): an API server must not answer 3xx, and
+// every response of a public handler passes through filters.WithoutRedirects.
+// The handler checks the method and the rest of the path itself.
+func (m *Mux) Handle(pattern string, handler http.Handler) {
+	if m == nil || pattern == "" || pattern[0] != '/' || handler == nil {
+		return
+	}
+	old := *m.routes.Load()
+	routes := make([]route, 0, len(old)+1)
+	for _, r := range old {
+		if r.pattern != pattern {
+			routes = append(routes, r)
+		}
+	}
+	routes = append(routes, route{pattern: pattern, prefix: strings.HasSuffix(pattern, "/"), handler: filters.WithoutRedirects(handler)})
+	m.routes.Store(&routes)
+}
+
+// Match returns the handler for path, or nil when no pattern matches.
+func (m *Mux) Match(path string) http.Handler {
+	if m == nil {
+		return nil
+	}
+	var best *route
+	routes := *m.routes.Load()
+	for i := range routes {
+		r := &routes[i]
+		if r.prefix && strings.HasPrefix(path, r.pattern) || !r.prefix && path == r.pattern {
+			if best == nil || len(r.pattern) > len(best.pattern) {
+				best = r
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.handler
+}
+
+// Wrap returns a handler that serves the public paths itself and hands
+// every other request to next. A nil Mux returns next.
+func (m *Mux) Wrap(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if h := m.Match(req.URL.Path); h != nil {
+			h.ServeHTTP(w, req)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
