@@ -59,12 +59,18 @@ type Manager struct {
 	// announced is the early point last logged (logged once, not at
 	// every look).
 	announced time.Time
+	// revocation is the certificate the server said is revoked.
+	revocation revocationState
 }
 
 // IssuerCheckErr is why the last look at the issuing CA failed (the server
 // unreachable, say), nil if it did not; the certificate in use stays in
 // use meanwhile.
 func (m *Manager) IssuerCheckErr() error { return m.checkErr }
+
+// errRevokedDiscarded is why a discarded pair is not renewed with: the
+// bootstrap credentials ask for a new one.
+var errRevokedDiscarded = errors.New("the current certificate was revoked and discarded")
 
 // Refusal is a request its signer or approver turned down (Denied,
 // Failed, Attested=False), or one the agent refuses itself: a request of
@@ -110,8 +116,21 @@ func renewalDeadline(cert *x509.Certificate, jitter func() float64, renewBefore 
 // current pair when it is not due, else asks for a new one and waits for
 // it. A pair that is expired or does not parse is never used, not even to
 // authenticate the renewal (the bootstrap credentials are used then).
+//
+// A current pair the server said is revoked (NoteRevoked, or a renewal
+// refused with a 403 naming it) is discarded and a new one bootstrapped
+// at once, with a new key and the bootstrap credentials.
 func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 	pair, renewed, err := m.once(ctx)
+	if revoked := AsRevoked(err); revoked != nil {
+		// The renewal, made with the current pair, was refused because
+		// that pair is revoked: bootstrap now rather than after a backoff.
+		m.NoteRevoked(revoked.SHA256)
+		if current, cerr := m.Store.Current(); cerr == nil && CertificateSHA256(current.Leaf) == revoked.SHA256 {
+			klog.FromContext(ctx).Info("The renewal was refused: the current certificate is revoked", "prefix", m.Store.Prefix, "message", revoked.Message)
+			pair, renewed, err = m.once(ctx)
+		}
+	}
 	notAfter := time.Time{}
 	if pair != nil {
 		notAfter = pair.Leaf.NotAfter
@@ -139,6 +158,15 @@ func (m *Manager) once(ctx context.Context) (*tls.Certificate, bool, error) {
 	logger := klog.FromContext(ctx)
 	current, err := m.Store.Current()
 	m.early = time.Time{}
+	if err == nil {
+		discarded, derr := m.discardIfRevoked(ctx, current)
+		if derr != nil {
+			return nil, false, derr
+		}
+		if discarded {
+			current, err = nil, errRevokedDiscarded
+		}
+	}
 	if now := m.Store.now(); err == nil && !m.Due(current.Leaf, now) {
 		early := m.issuerRotating(ctx, current)
 		if early == nil {

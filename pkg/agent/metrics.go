@@ -22,7 +22,7 @@ var (
 	}, []string{"prefix"})
 	renewalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "agent", Name: "renewal_errors_total",
-		Help:           "Failed attempts to obtain a certificate, by file prefix and reason (denied, failed, timeout, api, store; issuer_check: the issuing CA could not be read).",
+		Help:           "Failed attempts to obtain a certificate, by file prefix and reason (denied, failed, timeout, api, store; revoked: refused because the certificate it was asked with is revoked; issuer_check: the issuing CA could not be read).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"prefix", "reason"})
 
@@ -32,13 +32,19 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"prefix"})
 
+	revokedCertificates = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "revoked_certificates_total",
+		Help:           "Current certificates the server said were revoked, discarded and bootstrapped anew with a new key, by file prefix.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"prefix"})
+
 	registerOnce sync.Once
 )
 
 // RegisterMetrics adds the agent's metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors, earlyRenewalTime)
+		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors, earlyRenewalTime, revokedCertificates)
 	})
 }
 
@@ -57,6 +63,8 @@ func (m *Manager) observe(err error, notAfter time.Time) {
 	var timeout *TimeoutError
 	var storeErr *StoreError
 	switch {
+	case AsRevoked(err) != nil:
+		reason = "revoked"
 	case errors.As(err, &refusal) && refusal.Condition == "Denied":
 		reason = "denied"
 	case errors.As(err, &refusal):

@@ -208,7 +208,9 @@ func WatchIssuer(ctx context.Context, newClient func() (clientset.Interface, err
 	backoff := watchBackoff()
 	for ctx.Err() == nil {
 		err := watchIssuerOnce(ctx, newClient, signerName, wake)
-		if apierrors.IsForbidden(err) {
+		// A revoked certificate is refused with 403 too: the run loop
+		// bootstraps a new one, with which the watch starts again.
+		if apierrors.IsForbidden(err) && AsRevoked(err) == nil {
 			klog.FromContext(ctx).Info("Not watching the issuing CA: no permission to read it", "signerName", signerName)
 			return
 		}

@@ -30,6 +30,11 @@ type Config struct {
 	IssuerCheckInterval time.Duration
 	// Once bootstraps or renews what is due, then returns.
 	Once bool
+	// RevocationCheckInterval is how often the client certificate is
+	// checked (ProbeRevoked: one SelfSubjectReview) for a revocation; a
+	// revoked one is discarded and a new one bootstrapped at once. 0: a
+	// revocation is noticed only when a renewal is refused for it.
+	RevocationCheckInterval time.Duration
 }
 
 // Run bootstraps or renews every certificate, then (unless cfg.Once) keeps
@@ -51,6 +56,16 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return client.NewClient(current)
 		}, client.Template.SignerName, wake)
+	}
+	if cfg.RevocationCheckInterval > 0 {
+		if cfg.Once {
+			// One look before deciding that nothing is due.
+			if _, err := client.probe(ctx, cfg.RevocationCheckInterval); err != nil {
+				klog.FromContext(ctx).V(2).Info("Could not check whether the certificate is revoked", "prefix", client.Store.Prefix, "err", err.Error())
+			}
+		} else {
+			go watchRevocation(ctx, client, cfg.RevocationCheckInterval, wake)
+		}
 	}
 	logger := klog.FromContext(ctx)
 	backoff := retryBackoff()
@@ -106,6 +121,13 @@ func renew(ctx context.Context, cfg Config) (time.Time, error) {
 	var errs []error
 	for i, m := range cfg.Managers {
 		pair, err := m.Once(ctx)
+		if revoked := AsRevoked(err); revoked != nil {
+			// The serving certificate is asked for with the client
+			// certificate: a refusal naming it is the client's news.
+			for _, other := range cfg.Managers {
+				other.NoteRevoked(revoked.SHA256)
+			}
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.Store.Prefix, err))
 			if i == 0 {

@@ -6,6 +6,10 @@ import "rekey.io/rekey/pkg/crashpoint"
 // link) and making it current, where a crash test kills the agent.
 const StepSwap = "swap"
 
+// StepDiscard is the point after a revoked pair's current link is removed
+// and before its files are, where a crash test kills the agent.
+const StepDiscard = "discard"
+
 // reached marks a point a crash test may kill the agent at; only a build
 // with the rekeytest tag does (pkg/crashpoint).
 func reached(step string) {

@@ -65,6 +65,9 @@ type RunOptions struct {
 	// IssuerCheckInterval is how often the issuing CA is looked at for a
 	// rotation (0: never; the deadline alone decides).
 	IssuerCheckInterval time.Duration
+	// RevocationCheckInterval is how often the client certificate is
+	// checked for a revocation (0: only when a renewal is refused for it).
+	RevocationCheckInterval time.Duration
 	// TPM attests every request with this TPM (a device path or
 	// tcp://HOST:PORT), under AttestationPolicy.
 	TPM               string
@@ -91,7 +94,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 }
 
 func newRunCommand() *cobra.Command {
-	o := &RunOptions{SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName, WaitTimeout: 15 * time.Minute, IssuerCheckInterval: time.Minute}
+	o := &RunOptions{SignerName: DefaultSignerName, ServingSignerName: DefaultServingSignerName, WaitTimeout: 15 * time.Minute, IssuerCheckInterval: time.Minute, RevocationCheckInterval: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Keep a current client certificate in --cert-dir: bootstrap it, then renew it at 70-90% of its lifetime",
@@ -131,6 +134,7 @@ func newRunCommand() *cobra.Command {
 	fs.StringVar(&o.TPMEK, "tpm-ek", string(tpmnode.EKRSA), "with --tpm: the EK to attest with, rsa (certificate at NV 0x01c00002) or ecc (0x01c0000a)")
 	fs.StringVar(&o.AttestationPolicy, "attestation-policy", "", "with --tpm: the AttestationPolicy to attest under (required with --tpm)")
 	fs.DurationVar(&o.IssuerCheckInterval, "issuer-check-interval", o.IssuerCheckInterval, "how often to look whether the issuing CertificateAuthority is rotating (renewing, from Prepared, at a point inside its renewal window); 0: only at the deadline. Needs get on signers and certificateauthorities; without it the deadline alone decides")
+	fs.DurationVar(&o.RevocationCheckInterval, "revocation-check-interval", o.RevocationCheckInterval, "how often to check, with one SelfSubjectReview made with the client certificate, whether the server refuses it as revoked (403 \"... was revoked\" from rekey's authorization webhook); a revoked certificate is discarded and a new one bootstrapped at once with a new key and the bootstrap credentials. 0: only when a renewal is refused for it")
 	return cmd
 }
 
@@ -146,6 +150,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.RenewBefore < 0 {
 		return errors.New("--renew-before must not be negative")
+	}
+	if o.RevocationCheckInterval < 0 || o.RevocationCheckInterval > 0 && o.RevocationCheckInterval < time.Second {
+		return errors.New("--revocation-check-interval must be 0 or at least 1s")
 	}
 	if (o.TPM == "") != (o.AttestationPolicy == "") {
 		return errors.New("--tpm and --attestation-policy go together")
@@ -236,7 +243,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return agent.Run(ctx, agent.Config{Managers: managers, Kubeconfig: o.Kubeconfig, Bootstrap: bootstrap, IssuerCheckInterval: o.IssuerCheckInterval, Once: o.Once})
+	return agent.Run(ctx, agent.Config{Managers: managers, Kubeconfig: o.Kubeconfig, Bootstrap: bootstrap, IssuerCheckInterval: o.IssuerCheckInterval, RevocationCheckInterval: o.RevocationCheckInterval, Once: o.Once})
 }
 
 // serveMetrics serves /metrics until ctx is done.
@@ -289,9 +296,11 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 				return errors.New("--cert-dir is required")
 			}
 			store := &agent.Store{Dir: certDir, Prefix: agent.PrefixClient}
+			// A pair `run` found revoked is gone from the store (never
+			// handed out again): this fails until the new one is in.
 			pair, err := store.Current()
 			if err != nil {
-				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running?): %w", err)
+				return fmt.Errorf("no usable client certificate (is `rekey-agent run` running? it may be bootstrapping a new one after a revocation): %w", err)
 			}
 			if recheck < 0 {
 				return errors.New("--recheck must not be negative")

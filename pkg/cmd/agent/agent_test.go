@@ -30,6 +30,9 @@ func TestRunOptionsValidate(t *testing.T) {
 		"policy without a tpm":      {mutate: func(o *RunOptions) { o.AttestationPolicy = "p" }, want: "--tpm"},
 		"tpm with a policy":         {mutate: func(o *RunOptions) { o.TPM, o.AttestationPolicy, o.TPMEK = "tcp://127.0.0.1:2321", "p", "ecc" }},
 		"unknown EK type":           {mutate: func(o *RunOptions) { o.TPM, o.AttestationPolicy, o.TPMEK = "tcp://127.0.0.1:2321", "p", "dsa" }, want: "--tpm-ek"},
+		"negative revocation check": {mutate: func(o *RunOptions) { o.RevocationCheckInterval = -time.Second }, want: "--revocation-check-interval"},
+		"revocation check under 1s": {mutate: func(o *RunOptions) { o.RevocationCheckInterval = time.Millisecond }, want: "--revocation-check-interval"},
+		"revocation check off":      {mutate: func(o *RunOptions) { o.RevocationCheckInterval = 0 }},
 		"serving with an address": {mutate: func(o *RunOptions) {
 			o.Serving, o.NodeDNSNames = true, []string{"n.example.com"}
 		}},
