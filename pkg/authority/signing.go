@@ -176,6 +176,7 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 	now := s.Clock.Now()
 	in := signing.Issuance{
 		Request: r.req, KeyUsage: decision.KeyUsage, ExtKeyUsage: decision.ExtKeyUsage, Duration: decision.Duration, Now: now,
+		CRLDistributionPoints: crlDistributionPoints(signer.Spec.Policy.CRLDistributionPoints, auth),
 	}
 	if r.exactLifetime {
 		in.Backdate = r.backdate
@@ -219,6 +220,20 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 	}
 	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", r.name, "signerName", signerName, "serial", serial, "notAfter", cert.NotAfter, "path", path)
 	return Signed{Certificate: certPEM, Leaf: cert, CA: auth.Cert}, nil
+}
+
+// crlDistributionPoints are the signer's CRL distribution point templates
+// filled in for the CA key that signs: a certificate names the CRL of the
+// key that signed it, which lists it until that key is destroyed.
+func crlDistributionPoints(templates []string, auth *Authority) []string {
+	if len(templates) == 0 {
+		return nil
+	}
+	out := make([]string, len(templates))
+	for i, t := range templates {
+		out[i] = validation.ExpandCRLDistributionPoint(t, auth.Name, auth.KeyID)
+	}
+	return out
 }
 
 // Holder is the user a client certificate authenticates as (its subject

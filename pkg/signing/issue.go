@@ -27,6 +27,9 @@ type Issuance struct {
 	// PodCertificateRequest's notBefore must be within 5 minutes of
 	// kube-apiserver's clock when its status is written.
 	Backdate time.Duration
+	// CRLDistributionPoints are the URLs of the certificate's CRL
+	// distribution points extension (none when empty), already expanded.
+	CRLDistributionPoints []string
 }
 
 // Issue signs the request's public key, subject and subject alternative
@@ -64,6 +67,7 @@ func Issue(in Issuance, ca *x509.Certificate, caKey crypto.Signer) ([]byte, *x50
 		BasicConstraintsValid: true,
 		IsCA:                  false,
 		SubjectKeyId:          subjectKeyID(req.RawSubjectPublicKeyInfo),
+		CRLDistributionPoints: in.CRLDistributionPoints,
 	}
 	der, err := createCertificate(template, ca, req.PublicKey, caKey)
 	if err != nil {

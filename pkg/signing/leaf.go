@@ -69,6 +69,7 @@ var (
 	oidExtensionSubjectKeyID     = asn1.ObjectIdentifier{2, 5, 29, 14}
 	oidExtensionAuthorityKeyID   = asn1.ObjectIdentifier{2, 5, 29, 35}
 	oidExtensionSubjectAltName   = asn1.ObjectIdentifier{2, 5, 29, 17}
+	oidExtensionCRLDistPoints    = asn1.ObjectIdentifier{2, 5, 29, 31}
 )
 
 // extKeyUsageOIDs are RFC 5280's and the vendors' OIDs for the extended key
@@ -126,14 +127,14 @@ func inProcessSigner(key crypto.Signer) (func(tbs []byte) ([]byte, error), pkix.
 }
 
 // encodable says whether the template sets only what encodeTBS encodes:
-// the fields Issue sets, a leaf's basic constraints and known extended key
-// usages.
+// the fields Issue sets (CRL distribution points included), a leaf's basic
+// constraints and known extended key usages.
 func encodable(t *x509.Certificate) bool {
 	if t.SerialNumber == nil || t.SerialNumber.Sign() < 0 || t.IsCA || !t.BasicConstraintsValid ||
 		t.MaxPathLen != 0 || t.MaxPathLenZero || t.SignatureAlgorithm != x509.UnknownSignatureAlgorithm ||
 		len(t.RawSubject) > 0 || len(t.AuthorityKeyId) > 0 || len(t.UnknownExtKeyUsage) > 0 ||
 		len(t.ExtraExtensions) > 0 || len(t.OCSPServer) > 0 || len(t.IssuingCertificateURL) > 0 ||
-		len(t.CRLDistributionPoints) > 0 || len(t.PolicyIdentifiers) > 0 || len(t.Policies) > 0 ||
+		len(t.PolicyIdentifiers) > 0 || len(t.Policies) > 0 ||
 		len(t.PermittedDNSDomains) > 0 || len(t.ExcludedDNSDomains) > 0 || len(t.PermittedIPRanges) > 0 ||
 		len(t.ExcludedIPRanges) > 0 || len(t.PermittedEmailAddresses) > 0 || len(t.ExcludedEmailAddresses) > 0 ||
 		len(t.PermittedURIDomains) > 0 || len(t.ExcludedURIDomains) > 0 || t.PermittedDNSDomainsCritical {
@@ -219,9 +220,9 @@ func encodeTBS(t, parent *x509.Certificate, pub any, sigAlg pkix.AlgorithmIdenti
 
 // leafExtensions are a leaf's extensions in crypto/x509's order: key usage,
 // extended key usage, basic constraints, subject and authority key IDs,
-// subject alternative names.
+// subject alternative names, CRL distribution points.
 func leafExtensions(t *x509.Certificate, subjectIsEmpty bool, akid []byte) ([]pkix.Extension, error) {
-	exts := make([]pkix.Extension, 0, 6)
+	exts := make([]pkix.Extension, 0, 7)
 	if t.KeyUsage != 0 {
 		v, err := marshalKeyUsage(t.KeyUsage)
 		if err != nil {
@@ -267,7 +268,41 @@ func leafExtensions(t *x509.Certificate, subjectIsEmpty bool, akid []byte) ([]pk
 		// RFC 5280, 4.2.1.6: with an empty subject the names are critical.
 		exts = append(exts, pkix.Extension{Id: oidExtensionSubjectAltName, Critical: subjectIsEmpty, Value: v})
 	}
+	if len(t.CRLDistributionPoints) > 0 {
+		v, err := marshalCRLDistributionPoints(t.CRLDistributionPoints)
+		if err != nil {
+			return nil, err
+		}
+		exts = append(exts, pkix.Extension{Id: oidExtensionCRLDistPoints, Value: v})
+	}
 	return exts, nil
+}
+
+// distributionPoint and distributionPointName are RFC 5280's (4.2.1.13),
+// with only the full name crypto/x509 fills.
+type distributionPoint struct {
+	DistributionPoint distributionPointName `asn1:"optional,tag:0"`
+}
+
+type distributionPointName struct {
+	FullName []asn1.RawValue `asn1:"optional,tag:0"`
+}
+
+// marshalCRLDistributionPoints encodes one distribution point per URL, each
+// a full name of one URI, as crypto/x509 does. crypto/x509 does not check
+// that a URL is IA5; the Signer's validation does, and this encoder
+// refuses one that is not rather than write a malformed certificate.
+func marshalCRLDistributionPoints(urls []string) ([]byte, error) {
+	points := make([]distributionPoint, 0, len(urls))
+	for _, u := range urls {
+		if err := ia5(u); err != nil {
+			return nil, err
+		}
+		points = append(points, distributionPoint{DistributionPoint: distributionPointName{
+			FullName: []asn1.RawValue{{Tag: nameTypeURI, Class: asn1.ClassContextSpecific, Bytes: []byte(u)}},
+		}})
+	}
+	return asn1.Marshal(points)
 }
 
 // marshalKeyUsage encodes the key usage bits as a BIT STRING whose first

@@ -155,9 +155,18 @@ func TestCreateCertificateMatchesCryptoX509(t *testing.T) {
 		},
 		"decipher only (second byte)": func(c *x509.Certificate) { c.KeyUsage = x509.KeyUsageDecipherOnly },
 		"no key usage":                func(c *x509.Certificate) { c.KeyUsage = 0 },
-		"no extended key usage":       func(c *x509.Certificate) { c.ExtKeyUsage = nil },
-		"no subject key ID":           func(c *x509.Certificate) { c.SubjectKeyId = nil },
-		"serial zero":                 func(c *x509.Certificate) { c.SerialNumber = big.NewInt(0) },
+		"one CRL distribution point": func(c *x509.Certificate) {
+			c.CRLDistributionPoints = []string{"https://rekey.example.com/crl/ca/key-1"}
+		},
+		"CRL distribution points after every kind of name": func(c *x509.Certificate) {
+			c.Subject = pkix.Name{}
+			c.DNSNames = []string{"a.example.com"}
+			c.URIs = []*url.URL{mustURL("spiffe://cluster.local/ns/a/sa/b")}
+			c.CRLDistributionPoints = []string{"http://crl.example.com/a.crl", "https://rekey.example.com:8443/crl/ca", "http://x/", "http://y/4"}
+		},
+		"no extended key usage": func(c *x509.Certificate) { c.ExtKeyUsage = nil },
+		"no subject key ID":     func(c *x509.Certificate) { c.SubjectKeyId = nil },
+		"serial zero":           func(c *x509.Certificate) { c.SerialNumber = big.NewInt(0) },
 		"serial of 127 bits": func(c *x509.Certificate) {
 			c.SerialNumber = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 127), big.NewInt(1))
 		},
@@ -254,7 +263,6 @@ func TestCreateCertificateFallsBackForWhatItDoesNotEncode(t *testing.T) {
 			c.RawSubject = raw
 		},
 		"OCSP server":   func(c *x509.Certificate) { c.OCSPServer = []string{"http://ocsp.example.com"} },
-		"CRL point":     func(c *x509.Certificate) { c.CRLDistributionPoints = []string{"http://crl.example.com"} },
 		"name excluded": func(c *x509.Certificate) { c.ExcludedDNSDomains = []string{"example.com"} },
 	} {
 		t.Run(name, func(t *testing.T) {

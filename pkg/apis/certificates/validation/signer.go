@@ -3,8 +3,10 @@ package validation
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -184,26 +186,7 @@ func validateTemplate(fldPath *field.Path, t string, maxLen int) field.ErrorList
 	if len(t) > maxLen {
 		allErrs = append(allErrs, field.TooLong(fldPath, "", maxLen))
 	}
-	rest := t
-	for {
-		i := strings.Index(rest, "$(")
-		if i < 0 {
-			break
-		}
-		rest = rest[i:]
-		known := false
-		for _, v := range TemplateVariables {
-			if strings.HasPrefix(rest, v) {
-				known, rest = true, rest[len(v):]
-				break
-			}
-		}
-		if !known {
-			allErrs = append(allErrs, field.Invalid(fldPath, t, "unknown variable; use "+strings.Join(TemplateVariables, ", ")))
-			break
-		}
-	}
-	return allErrs
+	return append(allErrs, validateVariables(fldPath, t, TemplateVariables)...)
 }
 
 // ExpandTemplate fills a PodCertificatePolicy template.
@@ -299,5 +282,95 @@ func validatePolicy(fldPath *field.Path, p *certificates.SignerPolicy) field.Err
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("subjectAltNames", "requireDNSOrIP"), true, "requires DNS or IP among the allowed types"))
 		}
 	}
+	allErrs = append(allErrs, validateCRLDistributionPoints(fldPath.Child("crlDistributionPoints"), p.CRLDistributionPoints)...)
 	return allErrs
+}
+
+// Bounds of spec.policy.crlDistributionPoints: a few URLs, each short
+// enough that every certificate of the signer stays small.
+const (
+	MaxCRLDistributionPoints      = 4
+	MaxCRLDistributionPointLength = 1024
+)
+
+// CRLDistributionPointVariables are what a CRL distribution point URL may
+// use: the issuing CertificateAuthority's name and its signing key's ID.
+var CRLDistributionPointVariables = []string{"$(caName)", "$(keyID)"}
+
+// validateCRLDistributionPoints checks each URL template: at most
+// MaxCRLDistributionPointLength ASCII characters, only the known
+// variables, and, with them filled in, an absolute http or https URL with a
+// host, no user information and no fragment. Relying parties fetch these
+// without credentials, and a certificate holds them as IA5 strings.
+func validateCRLDistributionPoints(fldPath *field.Path, points []string) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(points) > MaxCRLDistributionPoints {
+		return append(allErrs, field.TooMany(fldPath, len(points), MaxCRLDistributionPoints))
+	}
+	seen := sets.New[string]()
+	for i, t := range points {
+		idx := fldPath.Index(i)
+		if len(t) > MaxCRLDistributionPointLength {
+			allErrs = append(allErrs, field.TooLong(idx, "", MaxCRLDistributionPointLength))
+			continue
+		}
+		if seen.Has(t) {
+			allErrs = append(allErrs, field.Duplicate(idx, t))
+			continue
+		}
+		seen.Insert(t)
+		if strings.IndexFunc(t, func(r rune) bool { return r > unicode.MaxASCII || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			allErrs = append(allErrs, field.Invalid(idx, t, "must be ASCII without spaces or control characters (percent-encode the rest)"))
+			continue
+		}
+		if errs := validateVariables(idx, t, CRLDistributionPointVariables); len(errs) > 0 {
+			allErrs = append(allErrs, errs...)
+			continue
+		}
+		// Sample values of the variables' own character set (a CA name is
+		// a DNS subdomain, a key ID lower-case letters, digits, '-', '.').
+		u, err := url.Parse(ExpandCRLDistributionPoint(t, "ca", "key"))
+		switch {
+		case err != nil:
+			allErrs = append(allErrs, field.Invalid(idx, t, "must be a URL: "+err.Error()))
+		case u.Scheme != "http" && u.Scheme != "https":
+			allErrs = append(allErrs, field.Invalid(idx, t, "must be an http or https URL"))
+		case u.Host == "" || u.Hostname() == "":
+			allErrs = append(allErrs, field.Invalid(idx, t, "must name a host"))
+		case u.User != nil:
+			allErrs = append(allErrs, field.Invalid(idx, t, "must not hold user information (a CRL is fetched without credentials)"))
+		case u.Fragment != "" || strings.Contains(t, "#"):
+			allErrs = append(allErrs, field.Invalid(idx, t, "must not have a fragment"))
+		}
+	}
+	return allErrs
+}
+
+// validateVariables requires every "$(" in t to start one of vars.
+func validateVariables(fldPath *field.Path, t string, vars []string) field.ErrorList {
+	for rest := t; ; {
+		i := strings.Index(rest, "$(")
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i:]
+		known := false
+		for _, v := range vars {
+			if strings.HasPrefix(rest, v) {
+				known, rest = true, rest[len(v):]
+				break
+			}
+		}
+		if !known {
+			return field.ErrorList{field.Invalid(fldPath, t, "unknown variable; use "+strings.Join(vars, ", "))}
+		}
+	}
+}
+
+// ExpandCRLDistributionPoint fills a CRL distribution point URL template
+// with the issuing CA's name and key ID, each escaped as a path segment
+// (both are of URL-safe characters already; the escape keeps it so for a
+// File CA's "file:SHA256:…" key ID too).
+func ExpandCRLDistributionPoint(t, caName, keyID string) string {
+	return strings.NewReplacer("$(caName)", url.PathEscape(caName), "$(keyID)", url.PathEscape(keyID)).Replace(t)
 }
