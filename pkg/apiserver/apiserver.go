@@ -252,7 +252,11 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if sync := c.newSynchronousIssuer(auth, replica, host, nodeAttest); sync != nil {
 		inWrites = sync
 	}
-	if err := c.installAPIGroups(generic, inWrites, nodeAttestations); err != nil {
+	revocations, err := c.newRevocations(auth.Records)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.installAPIGroups(generic, inWrites, nodeAttestations, revocations); err != nil {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
@@ -356,8 +360,9 @@ func (s *Server) close(logger klog.Logger) {
 // attestation.rekey.io.
 // sync, when not nil, decides in the request path (package issuer).
 // nodeAttestations is the NodeAttestation storage, made with the service
-// that answers its challenges (newNodeAttestations).
-func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage) error {
+// that answers its challenges (newNodeAttestations); revocations the
+// Revocation storage (newRevocations).
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage, revocations rest.Storage) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
@@ -373,6 +378,7 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 		"certificatesigningrequests/approval": csr.Approval,
 		"signers":                             signers,
 		"signers/status":                      signersStatus,
+		"revocations":                         revocations,
 	}
 	if csr.SelfNodeClient != nil {
 		group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version]["certificatesigningrequests/selfnodeclient"] = csr.SelfNodeClient
