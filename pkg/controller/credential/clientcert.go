@@ -3,19 +3,23 @@ package credential
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/admission/requestnames"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -35,9 +39,10 @@ import (
 // key never leaves the process except into the Secret, so a mint repeated
 // after a crash cannot reuse the lost key: it deletes the generation's
 // earlier request (its certificate is unusable without the key) and asks
-// again (only a request rekey itself made: see deleteOwn). Revoking deletes
-// the request; the certificate itself stays valid until it expires, so
-// keep its duration short.
+// again (only a request rekey itself made: see deleteOwn). Revoking
+// revokes the certificate (a Revocation, reason Superseded: kube-apiserver
+// refuses it through rekey's authorization webhook, and the CA's CRL lists
+// it), then deletes the request.
 type ClientCertificateMinter struct {
 	Client clientset.Interface
 	// Wait bounds the wait for the certificate (default 30s).
@@ -170,18 +175,126 @@ func (m ClientCertificateMinter) trustBundle(ctx context.Context, signerName str
 	return ca.Status.TrustBundle, nil
 }
 
-// Revoke implements Minter: the request goes; the certificate expires. A
-// request of that name that rekey did not make for this RotatingCredential
-// is not this generation's and is left alone (this generation's was then
-// never made: the name was taken).
+// Revoke implements Minter, without the Secret's old values (only the
+// generation's request, while it exists, names the certificate).
 func (m ClientCertificateMinter) Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error {
+	return m.RevokeWithOld(ctx, rc, generation, nil)
+}
+
+// RevokeWithOld implements OldValuesRevoker: the generation's certificate
+// is revoked (reason Superseded), then its request deleted. The
+// certificate is found in old, the values the Secret kept for the grace
+// period ("tls.crt" and "tls.key"), and in the generation's request while
+// it exists (the cleaner deletes issued requests after an hour, so for a
+// grace period of more than that the Secret is where it is). The Secret's
+// certificate is trusted only with its key: the ".old" keys are not under
+// the checksum, and whoever may write the Secret must not make rekey, as
+// its controllers, revoke someone else's certificate; holding a
+// certificate's key is proof enough to revoke it. A request of that name
+// that rekey did not make for this RotatingCredential is not this
+// generation's and is left alone (this generation's was then never made:
+// the name was taken).
+//
+// Every step may be repeated (the controller repeats the Revoke step until
+// the Secret shows it done): a Revocation that exists already, or a
+// certificate rekey no longer knows (expired, its record pruned: nothing
+// left to revoke), is done.
+func (m ClientCertificateMinter) RevokeWithOld(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64, old map[string][]byte) error {
 	ctx = quietlog.Context(ctx) // carries a credential: never dump it (package quietlog)
-	err := m.deleteOwn(ctx, rc, RequestName(rc, generation))
+	name := RequestName(rc, generation)
+	var certs []*x509.Certificate
+	if cert := certificateOfPair(old["tls.crt"], old["tls.key"]); cert != nil {
+		certs = append(certs, cert)
+	}
+	csr, err := m.Client.CertificatesV1alpha1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return &MintError{Reason: "RevokeFailed", Err: fmt.Errorf("reading request %s: %w", name, err)}
+	case ownRequest(csr, rc):
+		if issued, perr := validation.ParseCertificateChain(csr.Status.Certificate); perr == nil && len(issued) > 0 {
+			certs = append(certs, issued[0])
+		}
+	}
+	done := map[string]bool{}
+	for _, cert := range certs {
+		sha := certificateSHA256(cert)
+		if done[sha] {
+			continue
+		}
+		done[sha] = true
+		if err := m.revokeCertificate(ctx, rc, generation, cert, sha); err != nil {
+			return err
+		}
+	}
+	if len(certs) == 0 {
+		klog.FromContext(ctx).V(2).Info("No certificate of the generation left to revoke (the Secret and the request no longer hold it)",
+			"rotatingCredential", klog.KObj(rc), "generation", generation)
+	}
+	err = m.deleteOwn(ctx, rc, name)
 	var me *MintError
 	if errors.As(err, &me) && me.Reason == "RequestConflict" {
 		return nil
 	}
 	return err
+}
+
+// revokeCertificate creates the Revocation of cert as rekey's controllers.
+func (m ClientCertificateMinter) revokeCertificate(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64, cert *x509.Certificate, sha string) error {
+	if time.Now().After(cert.NotAfter) {
+		// Expired: refused everywhere already, and rekey has forgotten it.
+		return nil
+	}
+	_, err := m.Client.CertificatesV1alpha1().Revocations().Create(ctx, &certv1alpha1.Revocation{
+		ObjectMeta: metav1.ObjectMeta{Name: sha, Labels: map[string]string{LabelManagedBy: ManagedBy},
+			Annotations: map[string]string{AnnotationOwner: string(rc.UID), AnnotationRevokedGeneration: fmt.Sprintf("%s/%s generation %d", rc.Namespace, rc.Name, generation)}},
+		Spec: certv1alpha1.RevocationSpec{CertificateSHA256: sha, Reason: certv1alpha1.RevocationReasonSuperseded},
+	}, metav1.CreateOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).Info("Revoked the previous generation's certificate", "rotatingCredential", klog.KObj(rc), "generation", generation,
+			"certificateSHA256", sha, "notAfter", cert.NotAfter.UTC())
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err), strings.Contains(err.Error(), "no certificate rekey issued"):
+		// The server has no record of it: expired meanwhile (records of
+		// expired certificates are pruned), or its CA key destroyed.
+		return nil
+	}
+	return &MintError{Reason: "RevokeFailed", Err: fmt.Errorf("revoking the certificate of generation %d (SHA-256 %s): %w", generation, sha, err)}
+}
+
+// AnnotationRevokedGeneration, on a Revocation rekey made, names the
+// RotatingCredential and generation whose certificate it revokes.
+const AnnotationRevokedGeneration = "rotation.rekey.io/revoked-generation"
+
+// certificateOfPair is the leaf of certPEM when keyPEM is its private key,
+// else nil.
+func certificateOfPair(certPEM, keyPEM []byte) *x509.Certificate {
+	if len(certPEM) == 0 || len(keyPEM) == 0 {
+		return nil
+	}
+	certs, err := validation.ParseCertificateChain(certPEM)
+	if err != nil || len(certs) == 0 {
+		return nil
+	}
+	key, err := signing.ParsePrivateKeyPEM(keyPEM)
+	if err != nil || !signing.PublicKeysEqual(key.Public(), certs[0].PublicKey) {
+		return nil
+	}
+	return certs[0]
+}
+
+func certificateSHA256(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// ownRequest says whether rekey's controllers made csr for rc (see
+// deleteOwn).
+func ownRequest(csr *certv1alpha1.CertificateSigningRequest, rc *rotationv1alpha1.RotatingCredential) bool {
+	return csr.Spec.Username == serveridentity.UserName && csr.Annotations[AnnotationOwner] == string(rc.UID)
 }
 
 // deleteOwn deletes the request name if rekey's controllers made it for
@@ -201,7 +314,7 @@ func (m ClientCertificateMinter) deleteOwn(ctx context.Context, rc *rotationv1al
 	if err != nil {
 		return &MintError{Reason: "RequestFailed", Err: fmt.Errorf("reading the earlier request %s: %w", name, err)}
 	}
-	if existing.Spec.Username != serveridentity.UserName || existing.Annotations[AnnotationOwner] != string(rc.UID) {
+	if !ownRequest(existing, rc) {
 		return &MintError{Reason: "RequestConflict", Err: fmt.Errorf("the request %s exists and was not made by rekey for this RotatingCredential; rekey leaves it alone (delete it to let this generation be minted)", name)}
 	}
 	uid := existing.UID

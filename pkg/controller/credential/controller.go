@@ -403,7 +403,19 @@ func (c *Controller) copyOld(ctx context.Context, rc *rotationv1alpha1.RotatingC
 // revocation that succeeded but whose Secret write failed is repeated: the
 // minters tolerate that.
 func (c *Controller) revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, plan Plan) error {
+	var old map[string][]byte
+	if !plan.FromStatus {
+		// The generation's values, which the Secret keeps for the grace
+		// period: a certificate is revoked by its SHA-256.
+		old = map[string][]byte{}
+		for _, k := range ReadSecret(secret).OldKeys {
+			old[k] = secret.Data[k+OldSuffix]
+		}
+	}
 	if _, err := c.callMinter(ctx, rc, func(ctx context.Context, m Minter) (map[string][]byte, error) {
+		if r, ok := m.(OldValuesRevoker); ok {
+			return nil, r.RevokeWithOld(ctx, rc, plan.Old, old)
+		}
 		return nil, m.Revoke(ctx, rc, plan.Old)
 	}); err != nil {
 		return err

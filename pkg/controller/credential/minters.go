@@ -21,6 +21,14 @@ type Minter interface {
 	Revoke(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64) error
 }
 
+// OldValuesRevoker is a Minter that revokes a generation by its values,
+// which the Secret keeps under the ".old" keys during the grace period:
+// the ClientCertificate minter revokes the old certificate by its SHA-256.
+// old is nil when the Secret no longer holds them.
+type OldValuesRevoker interface {
+	RevokeWithOld(ctx context.Context, rc *rotationv1alpha1.RotatingCredential, generation int64, old map[string][]byte) error
+}
+
 // MintError is a failed mint or revocation with a reason for the
 // Degraded condition and the metrics.
 type MintError struct {
