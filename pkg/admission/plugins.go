@@ -12,6 +12,7 @@ import (
 	"rekey.io/rekey/pkg/admission/signerapproval"
 	"rekey.io/rekey/pkg/admission/signerbinding"
 	"rekey.io/rekey/pkg/admission/signerhostcluster"
+	"rekey.io/rekey/pkg/admission/signerrevocation"
 	"rekey.io/rekey/pkg/admission/signersigning"
 	"rekey.io/rekey/pkg/admission/subjectrestriction"
 	"rekey.io/rekey/pkg/admission/trustconsumer"
@@ -22,6 +23,7 @@ var PluginNames = []string{
 	subjectrestriction.PluginName,
 	signerapproval.PluginName,
 	signersigning.PluginName,
+	signerrevocation.PluginName,
 	signerbinding.PluginName,
 	signerhostcluster.PluginName,
 	carotation.PluginName,
@@ -37,6 +39,7 @@ func RegisterAll(plugins *admission.Plugins) {
 	subjectrestriction.Register(plugins)
 	signerapproval.Register(plugins)
 	signersigning.Register(plugins)
+	signerrevocation.Register(plugins)
 	signerbinding.Register(plugins)
 	signerhostcluster.Register(plugins)
 	carotation.Register(plugins)

@@ -29,6 +29,9 @@ const (
 	VerbApprove = "approve"
 	// VerbSign is needed to set status.certificate through /status.
 	VerbSign = "sign"
+	// VerbRevoke is needed to create a Revocation of a certificate the
+	// signer issued.
+	VerbRevoke = "revoke"
 )
 
 // Decision is the outcome of a signer check.
