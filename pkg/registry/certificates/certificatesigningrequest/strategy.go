@@ -25,6 +25,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/registry"
+	"rekey.io/rekey/pkg/serveridentity"
 )
 
 const apiVersion = "certificates.rekey.io/v1alpha1"
@@ -127,11 +128,13 @@ func (s statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	registry.KeepMetadata(newCSR, oldCSR)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateApproved)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateDenied)
+	keepRevoked(ctx, newCSR, oldCSR)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
 }
 
 func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateCertificateSigningRequestStatusUpdate(obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest))
+	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	return append(validation.ValidateCertificateSigningRequestStatusUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
 }
 
 func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
@@ -163,11 +166,51 @@ func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime
 	newCSR.Spec = oldCSR.Spec
 	newCSR.Status.Certificate = oldCSR.Status.Certificate
 	registry.KeepMetadata(newCSR, oldCSR)
+	keepRevoked(ctx, newCSR, oldCSR)
 	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
 }
 
 func (approvalStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateCertificateSigningRequestApprovalUpdate(obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest))
+	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	return append(validation.ValidateCertificateSigningRequestApprovalUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
+}
+
+// keepRevoked puts the stored Revoked condition back as it was, whatever
+// a client's /status or /approval write sent: the condition says a
+// Revocation names the certificate, which is rekey's controllers' to
+// record (pkg/controller/revocation). A client writing from a copy read
+// before the revocation (an unconditional update) does not drop it, and
+// none can edit it.
+func keepRevoked(ctx context.Context, newCSR, oldCSR *certificates.CertificateSigningRequest) {
+	if serveridentity.FromContext(ctx) {
+		return
+	}
+	var kept []certificates.CertificateSigningRequestCondition
+	for _, c := range newCSR.Status.Conditions {
+		if c.Type != certificates.CertificateRevoked {
+			kept = append(kept, c)
+		}
+	}
+	if old := certificates.GetCondition(oldCSR, certificates.CertificateRevoked); old != nil {
+		kept = append(kept, *old)
+	} else if added := certificates.GetCondition(newCSR, certificates.CertificateRevoked); added != nil {
+		// Left for forbidRevoked to refuse, as a client adding Attested
+		// is refused: silently dropping it would tell the client its
+		// write succeeded.
+		kept = append(kept, *added)
+	}
+	newCSR.Status.Conditions = kept
+}
+
+// forbidRevoked refuses a Revoked condition a client adds (keepRevoked has
+// put back any the request had).
+func forbidRevoked(ctx context.Context, newCSR, oldCSR *certificates.CertificateSigningRequest) field.ErrorList {
+	if serveridentity.FromContext(ctx) || certificates.GetCondition(oldCSR, certificates.CertificateRevoked) != nil ||
+		certificates.GetCondition(newCSR, certificates.CertificateRevoked) == nil {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("status", "conditions"),
+		fmt.Sprintf("a condition of type %q is recorded by rekey when a Revocation names the certificate; create a Revocation instead", certificates.CertificateRevoked))}
 }
 
 func (approvalStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
