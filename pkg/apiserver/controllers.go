@@ -43,6 +43,7 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 		Authority:     auth,
 		CAs:           replica.Rotation().V1alpha1().CertificateAuthorities(),
 		Signers:       replica.Certificates().V1alpha1().Signers(),
+		Revocations:   revocationInformer(replica),
 		Etcd:          s.etcd,
 		PrivatePrefix: c.ExtraConfig.Etcd.PrivatePrefix,
 		// The controllers wait and requeue on it, so it is a real clock

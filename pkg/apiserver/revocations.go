@@ -6,6 +6,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"rekey.io/rekey/pkg/authority"
+	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
+	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	revocationstorage "rekey.io/rekey/pkg/registry/certificates/revocation"
 )
 
@@ -21,4 +23,13 @@ func (c completedConfig) newRevocations(records authority.Records) (rest.Storage
 		return nil, fmt.Errorf("creating revocations storage: %w", err)
 	}
 	return s, nil
+}
+
+// revocationInformer is the replica's informer on Revocations, which the
+// controllers borrow: made here, before the replica factory starts (an
+// informer first asked for later would never run).
+func revocationInformer(replica informers.SharedInformerFactory) certinformers.RevocationInformer {
+	i := replica.Certificates().V1alpha1().Revocations()
+	i.Informer()
+	return i
 }

@@ -72,6 +72,12 @@ type Controller struct {
 	// writes whose only news is trust consumers' reports.
 	lastWriteMu sync.Mutex
 	lastWrite   map[string]time.Time
+	// Revocations, when set, deletes the revocations of a key a rotation
+	// destroyed, with its records (a revocation of a certificate no key
+	// verifies any more protects nothing).
+	Revocations interface {
+		DeleteOfKey(ctx context.Context, caName, keyID string) (int, error)
+	}
 }
 
 // Trust is what a rotation waits for before its new key signs.

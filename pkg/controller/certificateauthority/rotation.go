@@ -188,6 +188,13 @@ func (c *Controller) retirePrevious(ctx context.Context, ca *rotationv1alpha1.Ce
 		}
 		klog.FromContext(ctx).Info("Pruned the issuance records of the destroyed CA key", "name", ca.Name, "keyID", prev, "records", n)
 	}
+	if c.Revocations != nil {
+		n, err := c.Revocations.DeleteOfKey(ctx, ca.Name, b.Previous.KeyID)
+		if err != nil {
+			return nil, fmt.Errorf("deleting the revocations of destroyed key %s: %w", b.Previous.KeyID, err)
+		}
+		klog.FromContext(ctx).Info("Deleted the revocations of the destroyed CA key", "name", ca.Name, "keyID", b.Previous.KeyID, "revocations", n)
+	}
 	next := *b
 	next.Previous = nil
 	if err := c.authorities.Bindings.Replace(ctx, b, &next); err != nil {

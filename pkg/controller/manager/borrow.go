@@ -78,3 +78,15 @@ func borrowSigners(i certinformers.SignerInformer) borrowedSigners {
 
 func (b borrowedSigners) Informer() cache.SharedIndexInformer { return b.inf }
 func (b borrowedSigners) Lister() certlisters.SignerLister    { return b.lister }
+
+type borrowedRevocations struct {
+	inf    *borrowed
+	lister certlisters.RevocationLister
+}
+
+func borrowRevocations(i certinformers.RevocationInformer) borrowedRevocations {
+	return borrowedRevocations{inf: &borrowed{SharedIndexInformer: i.Informer()}, lister: i.Lister()}
+}
+
+func (b borrowedRevocations) Informer() cache.SharedIndexInformer  { return b.inf }
+func (b borrowedRevocations) Lister() certlisters.RevocationLister { return b.lister }

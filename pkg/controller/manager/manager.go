@@ -1,8 +1,8 @@
 // Package manager runs rekey's controllers on the elected leader (etcd
 // leader election under the private prefix, or every replica when leader
 // election is off). Each leadership term creates the built-in CAs and
-// signers, then runs the CertificateAuthority, signer, approver, cleaner
-// and RotatingCredential controllers and, with a host cluster, the
+// signers, then runs the CertificateAuthority, signer, approver, cleaner,
+// revocation and RotatingCredential controllers and, with a host cluster, the
 // publisher of trust bundles and the approver and signer of the host
 // cluster's own CSRs (hostcsr), until leadership is lost. The CA and Signer
 // informers and the CA-key service (pkg/authority) are the server's, shared
@@ -43,6 +43,7 @@ import (
 	"rekey.io/rekey/pkg/controller/hostcsr"
 	"rekey.io/rekey/pkg/controller/podcert"
 	"rekey.io/rekey/pkg/controller/publisher"
+	"rekey.io/rekey/pkg/controller/revocation"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	clientsetscheme "rekey.io/rekey/pkg/generated/clientset/versioned/scheme"
@@ -97,6 +98,10 @@ type Deps struct {
 	// when it ends.
 	CAs     rotationinformers.CertificateAuthorityInformer
 	Signers certinformers.SignerInformer
+	// Revocations is the server's informer on Revocations (every replica
+	// keeps the revoked set from it), borrowed as CAs; nil: the term
+	// watches them itself.
+	Revocations certinformers.RevocationInformer
 	// Etcd holds the leader election under PrivatePrefix.
 	Etcd          *clientv3.Client
 	PrivatePrefix string
@@ -251,6 +256,20 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		podCertController = podcert.New(deps.Kube, signerInformer, auth.Signing, clk, TrimForCache)
 	}
 
+	// Revocations: the Revoked condition on their requests, deleted after
+	// their certificate expires or with the CA key a rotation destroys.
+	var revocations certinformers.RevocationInformer
+	if deps.Revocations != nil {
+		borrowed := borrowRevocations(deps.Revocations)
+		defer borrowed.inf.end()
+		revocations = borrowed
+	} else {
+		revocations = factory.Certificates().V1alpha1().Revocations()
+	}
+	records, _ := auth.Records.(revocation.Records) // nil: no look at the records
+	revocationController := revocation.NewController(client, revocations, records, clk)
+	caController.Revocations = revocation.Pruner{Client: client}
+
 	credential.RegisterMetrics()
 	credentialController := credential.NewController(client, deps.Kube, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
 
@@ -274,6 +293,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	run(func() { signerController.Run(ctx, opts.SignerWorkers) })
 	run(func() { approverController.Run(ctx, opts.SignerWorkers) })
 	run(func() { cleanerController.Run(ctx) })
+	run(func() { revocationController.Run(ctx, 2) })
 	run(func() { credentialController.Run(ctx, 16) })
 	logger.Info("Controllers started", "signerWorkers", opts.SignerWorkers)
 	<-ctx.Done()
