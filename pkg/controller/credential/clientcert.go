@@ -3,10 +3,10 @@ package credential
 import (
 	"context"
 	"crypto"
-	"crypto/sha256"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
