@@ -127,14 +127,14 @@ func TestSet(t *testing.T) {
 func TestParseCredentialID(t *testing.T) {
 	a := sum("a")
 	for id, want := range map[string]bool{
-		"X509SHA256=" + Hex(a):                 true,
+		"X509SHA256=" + Hex(a):                  true,
 		"X509SHA256=" + strings.ToUpper(Hex(a)): true,
-		"x509sha256=" + Hex(a):                 false,
-		"X509SHA256=" + Hex(a)[:63]:            false,
-		"X509SHA256=" + Hex(a) + "0":           false,
-		"X509SHA256=" + Hex(a)[:63] + "g":      false,
-		"JTI=abc":                              false,
-		"":                                     false,
+		"x509sha256=" + Hex(a):                  false,
+		"X509SHA256=" + Hex(a)[:63]:             false,
+		"X509SHA256=" + Hex(a) + "0":            false,
+		"X509SHA256=" + Hex(a)[:63] + "g":       false,
+		"JTI=abc":                               false,
+		"":                                      false,
 	} {
 		got, ok := ParseCredentialID(id)
 		if ok != want || ok && got != a {
