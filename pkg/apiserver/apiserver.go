@@ -42,6 +42,7 @@ import (
 	castorage "rekey.io/rekey/pkg/registry/rotation/certificateauthority"
 	credstorage "rekey.io/rekey/pkg/registry/rotation/rotatingcredential"
 	tcstorage "rekey.io/rekey/pkg/registry/rotation/trustconsumer"
+	"rekey.io/rekey/pkg/revocation"
 	"rekey.io/rekey/pkg/serveridentity"
 	"rekey.io/rekey/pkg/servingcert"
 	"rekey.io/rekey/pkg/signing/cabinding"
@@ -127,6 +128,10 @@ type ExtraConfig struct {
 	// authentication (the revocation webhook, the CRLs): the options put it
 	// in front of the generic handler chain. Nil: none are served.
 	PublicPaths *publicpaths.Mux
+	// Revocations is the revoked set the options wrapped the authenticator
+	// with; New fills it from the replica's informer and serves the
+	// revocation webhook from it. Nil: neither.
+	Revocations *revocation.Set
 
 	// PostStartHooks are extra hooks by name (standalone mode writes its
 	// admin kubeconfig in one).
@@ -227,6 +232,9 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	// manager share is made here, once, in the order each needs the other.
 	replica, err := c.newReplicaInformers(s)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.installRevocationEnforcement(replica); err != nil {
 		return nil, err
 	}
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix

@@ -36,6 +36,7 @@ import (
 	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	rekeyopenapi "rekey.io/rekey/pkg/generated/openapi"
 	"rekey.io/rekey/pkg/growstack"
+	"rekey.io/rekey/pkg/revocation"
 	"rekey.io/rekey/pkg/serveridentity"
 )
 
@@ -270,6 +271,12 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	default:
 		genericConfig.Authentication.Authenticator = authenticatorunion.New(controllers.Authenticator(), genericConfig.Authentication.Authenticator)
 	}
+	// A revoked certificate fails authentication whichever authenticator
+	// took it (a client certificate here, or the extra the front proxy
+	// forwards); the set is filled by the server (New).
+	revoked := revocation.NewSet()
+	cfg.ExtraConfig.Revocations = revoked
+	genericConfig.Authentication.Authenticator = revocation.WithAuthenticator(revoked, genericConfig.Authentication.Authenticator, revocation.DefaultSyncHold)
 	genericConfig.Authentication.Authenticator = growstack.WithAuthenticator(genericConfig.Authentication.Authenticator)
 	return cfg, nil
 }
