@@ -1,6 +1,7 @@
 // Package publisher sends each CertificateAuthority's trust bundle to the
-// host cluster, as its spec.publish asks: a ConfigMap (key ca.crt) in each
-// chosen namespace, and a ClusterTrustBundle for each signer name whose
+// host cluster, as its spec.publish asks: a ConfigMap (key ca.crt, and the
+// CRL of the CA's current key as binaryData ca.crl) in each chosen
+// namespace, and a ClusterTrustBundle for each signer name whose
 // Signer uses the CA; and removes what it published there once the CA no
 // longer asks for it. It runs only when rekey has a host cluster.
 package publisher
@@ -53,6 +54,7 @@ import (
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/crl"
 	"rekey.io/rekey/pkg/runner"
 	"rekey.io/rekey/pkg/trustpublish"
 )
@@ -60,6 +62,17 @@ import (
 const (
 	// BundleKey is the ConfigMap key of the bundle.
 	BundleKey = "ca.crt"
+	// CRLKey is the ConfigMap binaryData key of the CRL (DER) of the CA's
+	// current key, published when it is at most MaxPublishedCRL.
+	CRLKey = "ca.crl"
+	// MaxPublishedCRL is the largest CRL put into a ConfigMap (which holds
+	// at most 1 MiB in all); a larger one is left out, and relying parties
+	// fetch it from rekey (/crl/<caName>).
+	MaxPublishedCRL = 512 << 10
+	// crlPublishDelay is how long the publisher waits after a CRL was
+	// issued before writing it: revocations in a burst are written to each
+	// ConfigMap once. /crl/<caName> serves the newest at once.
+	crlPublishDelay = 5 * time.Second
 	// OwnerLabel marks what rekey wrote, and for which CA: rekey updates
 	// only objects that carry it, never someone else's.
 	OwnerLabel   = "rekey.io/certificate-authority"
@@ -87,6 +100,20 @@ type Deps struct {
 	// is now written everywhere its spec.publish says: a rotation's new
 	// CA signs only once it is (trust before use).
 	Published *trustpublish.Reporter
+	// CRLs, when set, hands out each CA's CRL (package crl) for the
+	// ConfigMaps' ca.crl. Nil: no CRL is published.
+	CRLs CRLSource
+}
+
+// CRLSource is what the publisher needs of package crl's Manager.
+type CRLSource interface {
+	// Current returns the CRL of the CA's current key.
+	Current(ctx context.Context, caName string) (*crl.CRL, error)
+	// Subscribe calls fn with a CA's name after each CRL issued for it.
+	Subscribe(fn func(caName string)) (remove func())
+	// HasSynced says whether the CRLs can be issued (the revocations are
+	// loaded).
+	HasSynced() bool
 }
 
 // Concerns says whether the publisher writes a CA's bundle anywhere: the
@@ -131,6 +158,7 @@ type Controller struct {
 
 	queue    workqueue.TypedRateLimitingInterface[string]
 	reporter *trustpublish.Reporter
+	crls     CRLSource
 }
 
 // New wires the publisher; Run starts its own informers (the published
@@ -161,6 +189,7 @@ func New(deps Deps) *Controller {
 		ctbs:       ctbs,
 		queue:      runner.NewQueue[string]("publisher"),
 		reporter:   deps.Published,
+		crls:       deps.CRLs,
 	}
 	for _, inf := range []cache.SharedIndexInformer{c.configMaps, c.ctbs} {
 		// Not started yet: adding an index cannot fail.
@@ -231,7 +260,7 @@ func trimPublished(ownerName string) cache.TransformFunc {
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
 			if bundle, ok := o.Data[BundleKey]; ok {
-				kept = digest(bundle)
+				kept = configMapDigest(bundle, o.BinaryData[CRLKey])
 			} else if o.Data != nil || o.BinaryData != nil {
 				kept = "" // from the host cluster, without a bundle
 			}
@@ -269,6 +298,25 @@ func digest(bundle string) string {
 	h := hmac.New(sha256.New, digestKey)
 	h.Write([]byte(bundle))
 	return "hmac-sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// crlDigestPrefix starts the digest of a ConfigMap that holds a CRL
+// beside its bundle: the prefix alone says the cached object has one (to
+// be removed when it should not).
+const crlDigestPrefix = "hmac-sha256+crl:"
+
+// configMapDigest is the digest of a ConfigMap's bundle and CRL: the
+// bundle's digest without a CRL, else one over both, the bundle's length
+// first so that no other split of the same bytes matches.
+func configMapDigest(bundle string, crlDER []byte) string {
+	if len(crlDER) == 0 {
+		return digest(bundle)
+	}
+	h := hmac.New(sha256.New, digestKey)
+	_, _ = fmt.Fprintf(h, "%d:", len(bundle))
+	h.Write([]byte(bundle))
+	h.Write(crlDER)
+	return crlDigestPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
 // cachedDigest is the digest of the bundle a cached object holds, "" for
@@ -350,6 +398,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); c.ownerInformer.RunWithContext(ctx) }()
+	}
+	if c.crls != nil {
+		// A CA's new CRL goes into its ConfigMaps, a burst of them once.
+		defer c.crls.Subscribe(func(caName string) { c.queue.AddAfter(caName, crlPublishDelay) })()
+		synced = append(synced, c.crls.HasSynced)
 	}
 	c.published.Start(ctx.Done())
 	defer c.published.Shutdown()
@@ -538,9 +591,17 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		if name == "" {
 			name = ca.Name
 		}
+		crlDER, err := c.publishedCRL(ctx, ca)
+		if err != nil {
+			// The bundle is published without it: a CRL that cannot be
+			// made (a key store down, a File CA whose certificate may
+			// not sign CRLs) must not hold the trust a rotation waits
+			// for. Retried with the sync.
+			errs = append(errs, err.Error())
+		}
 		for _, ns := range namespaces {
 			wantConfigMaps.Insert(ns + "/" + name)
-			if err := c.ensureConfigMap(ctx, ns, name, ca, owner); err != nil {
+			if err := c.ensureConfigMap(ctx, ns, name, ca, owner, crlDER); err != nil {
 				errs = append(errs, err.Error())
 				blocking = blocking || !namespaceLocal(err)
 			}
@@ -794,9 +855,35 @@ func namespaceLocal(err error) bool {
 	return errors.Is(err, errNotOurs) || errors.Is(err, errImmutable)
 }
 
+// publishedCRL is the CRL of the CA's current key for its ConfigMaps: nil
+// without a CRL source or when it is larger than MaxPublishedCRL.
+func (c *Controller) publishedCRL(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) ([]byte, error) {
+	if c.crls == nil {
+		return nil, nil
+	}
+	list, err := c.crls.Current(ctx, ca.Name)
+	if err != nil {
+		return nil, fmt.Errorf("the CRL is not published (ConfigMap key %s): %w", CRLKey, err)
+	}
+	if len(list.DER) > MaxPublishedCRL {
+		klog.FromContext(ctx).V(2).Info("CRL too large for the ConfigMaps; not published there, served at /crl/<caName>", "ca", ca.Name, "bytes", len(list.DER), "max", MaxPublishedCRL)
+		return nil, nil
+	}
+	return list.DER, nil
+}
+
+// crlData is the binaryData of a ConfigMap holding crlDER, nil for none.
+func crlData(crlDER []byte) map[string][]byte {
+	if crlDER == nil {
+		return nil
+	}
+	return map[string][]byte{CRLKey: crlDER}
+}
+
 // ensureConfigMap creates the ConfigMap if rekey's cache has none, and
-// applies the bundle and owner to one rekey published when they differ.
-func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference) error {
+// applies the bundle, the CRL (crlDER; nil for none) and owner to one rekey
+// published when they differ.
+func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference, crlDER []byte) error {
 	cms := c.kube.CoreV1().ConfigMaps(ns)
 	obj, exists, err := c.configMaps.GetStore().GetByKey(ns + "/" + name)
 	if err != nil {
@@ -808,6 +895,7 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 		_, err = cms.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: objectMeta(name, ns, ca, owner),
 			Data:       map[string]string{BundleKey: ca.Status.TrustBundle},
+			BinaryData: crlData(crlDER),
 		}, metav1.CreateOptions{FieldManager: fieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			// The cache may just lag behind rekey's own create: only the
@@ -833,14 +921,26 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	if cm.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 	}
-	if cachedDigest(cm) == digest(ca.Status.TrustBundle) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
+	if cachedDigest(cm) == configMapDigest(ca.Status.TrustBundle, crlDER) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
 	if cm.Immutable != nil && *cm.Immutable {
 		return fmt.Errorf("ConfigMap %s/%s: %w; its data cannot change until someone there deletes it (rekey then publishes it again)", ns, name, errImmutable)
 	}
+	// A CRL the object holds and should not (grown too large, or not
+	// made) goes explicitly: the create that wrote it owns it under
+	// another operation than the apply below, which leaving it out would
+	// not remove.
+	dropCRL := crlDER == nil && strings.HasPrefix(cachedDigest(cm), crlDigestPrefix)
 	if staleOwner(cm.OwnerReferences, owner) {
-		patch, err := replaceOwnerPatch(cm, owner, map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}})
+		fields := map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}}
+		switch {
+		case crlDER != nil:
+			fields["binaryData"] = crlData(crlDER)
+		case dropCRL:
+			fields["binaryData"] = map[string]any{CRLKey: nil}
+		}
+		patch, err := replaceOwnerPatch(cm, owner, fields)
 		if err != nil {
 			return err
 		}
@@ -849,12 +949,29 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	}
 	// On the version the cache shows: a stale one conflicts, and the
 	// sync is retried from the cache.
-	_, err = cms.Apply(ctx, corev1ac.ConfigMap(name, ns).
+	apply := corev1ac.ConfigMap(name, ns).
 		WithResourceVersion(cm.ResourceVersion).
 		WithLabels(map[string]string{OwnerLabel: ca.Name}).
 		WithOwnerReferences(ownerApply(owner)...).
-		WithData(map[string]string{BundleKey: ca.Status.TrustBundle}),
-		metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+		WithData(map[string]string{BundleKey: ca.Status.TrustBundle})
+	if crlDER != nil {
+		apply = apply.WithBinaryData(crlData(crlDER))
+	}
+	applied, err := cms.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	if err != nil || !dropCRL {
+		return err
+	}
+	if _, ok := applied.BinaryData[CRLKey]; !ok {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata":   map[string]any{"resourceVersion": applied.ResourceVersion},
+		"binaryData": map[string]any{CRLKey: nil},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	return err
 }
 
