@@ -94,6 +94,17 @@ type ClusterOptions struct {
 	// APIService's endpoints), and neither rekey's artifacts are applied
 	// nor rekey started: the test installs rekey into the cluster.
 	HostIP string
+	// RevocationWebhookAuthorizer starts kube-apiserver with
+	// --authorization-config (in place of --authorization-mode=Node,RBAC):
+	// rekey's revocation webhook first, then Node and RBAC, as
+	// docs/revocation.md gives it (RevocationAuthorizationConfiguration).
+	// Not with HostIP.
+	RevocationWebhookAuthorizer bool
+	// RevocationFailurePolicy is the webhook's failurePolicy:
+	// RevocationFailOpen (NoOpinion, the default) or RevocationFailClosed
+	// (Deny). Both files are written; RevocationAuthorizationConfigPath
+	// names them.
+	RevocationFailurePolicy string
 }
 
 // StartCluster builds what is missing (hack/build-tools.sh, cached) and
@@ -132,6 +143,26 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 	}
 
 	p := func(name string) string { return filepath.Join(dir, "pki", name) }
+	authorization := "--authorization-mode=Node,RBAC"
+	if opts.RevocationWebhookAuthorizer {
+		if opts.HostIP != "" {
+			c.Stop()
+			return nil, fmt.Errorf("RevocationWebhookAuthorizer needs rekey on loopback (no HostIP)")
+		}
+		// rekey starts after kube-apiserver, but its port and the serving
+		// CA it starts with are the harness's, known now: the webhook's
+		// kubeconfig can be written before either starts, and kube-apiserver
+		// asks the webhook only when a request comes.
+		if err := c.writeRevocationAuthorization(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		policy := opts.RevocationFailurePolicy
+		if policy == "" {
+			policy = RevocationFailOpen
+		}
+		authorization = "--authorization-config=" + c.RevocationAuthorizationConfigPath(policy)
+	}
 	logf("starting kube-apiserver on %s", c.KubeAPIURL)
 	c.kubeAPIServer = filepath.Join(toolsDir, "kube-apiserver")
 	c.kubeAPIServerArgs = append([]string{
@@ -140,7 +171,7 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		"--endpoint-reconciler-type=none",
 		"--tls-cert-file=" + p("kube-apiserver.crt"), "--tls-private-key-file=" + p("kube-apiserver.key"),
 		"--client-ca-file=" + p("client-ca.crt"),
-		"--authorization-mode=Node,RBAC",
+		authorization,
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-key-file=" + p("sa.pub"), "--service-account-signing-key-file=" + p("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
