@@ -34,6 +34,7 @@ import (
 	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
+	"rekey.io/rekey/pkg/crl"
 	"rekey.io/rekey/pkg/issuance"
 	policystorage "rekey.io/rekey/pkg/registry/attestation/attestationpolicy"
 	nodeattstorage "rekey.io/rekey/pkg/registry/attestation/nodeattestation"
@@ -132,6 +133,9 @@ type ExtraConfig struct {
 	// with; New fills it from the replica's informer and serves the
 	// revocation webhook from it. Nil: neither.
 	Revocations *revocation.Set
+	// CRLValidity is nextUpdate minus the issue time of the CRLs
+	// (--crl-validity); zero is the package's default.
+	CRLValidity time.Duration
 
 	// PostStartHooks are extra hooks by name (standalone mode writes its
 	// admin kubeconfig in one).
@@ -175,6 +179,10 @@ type Server struct {
 
 	embedded *standalone.Etcd
 	etcd     *clientv3.Client
+	// crls issues and serves the CAs' CRLs on every replica; the
+	// publisher on the leader puts them into ConfigMaps. Nil without
+	// public paths.
+	crls *crl.Manager
 	// background are the workers started by post-start hooks (controllers,
 	// serving CA); Run waits for them before closing etcd.
 	background sync.WaitGroup
@@ -268,6 +276,9 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
+	if s.crls, err = c.installCRLs(s, auth, replica); err != nil {
+		return nil, err
+	}
 	if err := c.installControllers(s, auth, replica, host); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,9 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 		if deps.PublisherAPIServices, err = dynamic.NewForConfig(publisherConfig); err != nil {
 			return fmt.Errorf("creating the publisher's host cluster client: %w", err)
 		}
+		if s.crls != nil {
+			deps.CRLs = s.crls
+		}
 	}
 	if s.Controllers, err = manager.New(c.ExtraConfig.Controllers, deps); err != nil {
 		return err

@@ -60,6 +60,7 @@ type Options struct {
 	ServingCA         *ServingCAOptions
 	InFlight          *InFlightOptions
 	GC                *GCOptions
+	CRL               *CRLOptions
 }
 
 func init() {
@@ -89,6 +90,7 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 		ServingCA:         NewServingCAOptions(),
 		InFlight:          NewInFlightOptions(),
 		GC:                NewGCOptions(),
+		CRL:               NewCRLOptions(),
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
@@ -133,6 +135,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.Standalone.AddFlags(fss.FlagSet("rekey"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("rekey"))
+	o.CRL.AddFlags(fss.FlagSet("rekey"))
 	ctrl := fss.FlagSet("controllers")
 	o.Controllers.AddFlags(ctrl)
 	o.KeyStores.AddFlags(ctrl)
@@ -174,6 +177,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServingCA.Validate()...)
 	errs = append(errs, o.InFlight.Validate()...)
 	errs = append(errs, o.GC.Validate()...)
+	errs = append(errs, o.CRL.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -246,6 +250,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.ExtraConfig.Etcd.Transport = ro.Etcd.StorageConfig.Transport
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
 	o.KeyStores.ApplyTo(&cfg.ExtraConfig)
+	o.CRL.ApplyTo(&cfg.ExtraConfig)
 	if err := o.Standalone.ApplyTo(genericConfig, &cfg.ExtraConfig, ro.SecureServing, initializer); err != nil {
 		return nil, err
 	}

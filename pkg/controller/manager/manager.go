@@ -110,6 +110,9 @@ type Deps struct {
 	// here, the serving certificate manager on every replica): a
 	// rotation's new key signs only once they wrote it everywhere.
 	Published *trustpublish.Tracker
+	// CRLs are the server's CRLs (package crl), which the publisher puts
+	// into the CAs' ConfigMaps as ca.crl; nil for none.
+	CRLs publisher.CRLSource
 }
 
 // Manager runs the controllers and reports whether it can.
@@ -244,6 +247,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 			APIServices:     deps.PublisherAPIServices,
 			OwnerAPIService: PublishedOwnerAPIService,
 			Published:       publisherReporter(deps.Published),
+			CRLs:            deps.CRLs,
 		})
 		// The host cluster's own CSRs of the signer names whose Signer
 		// serves them (spec.hostCluster.certificateSigningRequests).
