@@ -1,0 +1,233 @@
+package integration
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/crl"
+	"rekey.io/rekey/test/fixtures"
+	"rekey.io/rekey/test/framework"
+)
+
+// TestCRL runs a standalone rekey (embedded etcd) with --crl-validity=2m:
+// a Signer with a CRL distribution point puts the URL of its CA key's CRL,
+// filled in, into what it issues; that URL answers without credentials
+// with a CRL signed by the CA that lists a certificate once it is revoked
+// (and not another of the same signer), which openssl's -crl_check then
+// refuses; and the CRL is renewed before its nextUpdate.
+func TestCRL(t *testing.T) {
+	t.Parallel()
+	srv := framework.StartStandalone(t, t.TempDir(), "--crl-validity=2m")
+	client := srv.Client
+	ctx := context.Background()
+	const (
+		caName     = "it-crl"
+		signerName = "example.com/it-crl"
+	)
+	base := fmt.Sprintf("https://127.0.0.1:%d", srv.Port)
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: caName},
+		Spec:       rotationv1alpha1.CertificateAuthoritySpec{CommonName: "it crl CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CertificatesV1alpha1().Signers().Create(ctx, &certv1alpha1.Signer{
+		ObjectMeta: metav1.ObjectMeta{Name: "example.com:it-crl"},
+		Spec: certv1alpha1.SignerSpec{
+			SignerName:              signerName,
+			CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: caName},
+			Policy: certv1alpha1.SignerPolicy{
+				AllowedUsages:         []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature},
+				MaxDuration:           metav1.Duration{Duration: 24 * time.Hour},
+				CRLDistributionPoints: []string{base + "/crl/$(caName)/$(keyID)", "http://crl.example.com/$(caName).crl"},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	caCert := caOf(t, client, caName)
+	ca, err := client.RotationV1alpha1().CertificateAuthorities().Get(ctx, caName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID := ca.Status.Current.KeyID
+	if keyID == "" {
+		t.Fatal("the CA's status names no key ID")
+	}
+
+	issue := func(name, cn string) *x509.Certificate {
+		t.Helper()
+		createAndApprove(t, client, requestFor(t, name, signerName, fixtures.CSROptions{CommonName: cn}, certv1alpha1.UsageClientAuth))
+		return waitForCertificate(t, client, name)
+	}
+	revoked, kept := issue("it-crl-a", "it-crl-alice"), issue("it-crl-b", "it-crl-bob")
+
+	wantCDP := []string{base + "/crl/" + caName + "/" + keyID, "http://crl.example.com/" + caName + ".crl"}
+	if strings.Join(revoked.CRLDistributionPoints, " ") != strings.Join(wantCDP, " ") {
+		t.Fatalf("CRL distribution points %q, want %q", revoked.CRLDistributionPoints, wantCDP)
+	}
+
+	// No credentials: only the serving CA, to trust rekey's certificate.
+	anonymous, err := rest.HTTPClientFor(rest.AnonymousClientConfig(srv.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(ctx context.Context, url string) (*x509.RevocationList, []byte, http.Header, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		resp, err := anonymous.Do(req)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, nil, resp.Header, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != crl.ContentType {
+			return nil, nil, nil, framework.Permanent(fmt.Errorf("GET %s: Content-Type %q, want %s", url, ct, crl.ContentType))
+		}
+		rl, err := x509.ParseRevocationList(body)
+		if err != nil {
+			return nil, nil, nil, framework.Permanent(fmt.Errorf("GET %s: the CRL does not parse: %w", url, err))
+		}
+		if err := rl.CheckSignatureFrom(caCert); err != nil {
+			return nil, nil, nil, framework.Permanent(fmt.Errorf("GET %s: the CRL does not verify against the CA: %w", url, err))
+		}
+		if now := time.Now(); !now.Before(rl.NextUpdate) {
+			return nil, nil, nil, framework.Permanent(fmt.Errorf("GET %s: served a CRL past its nextUpdate %s", url, rl.NextUpdate))
+		}
+		return rl, body, resp.Header, nil
+	}
+	listed := func(rl *x509.RevocationList, c *x509.Certificate) *x509.RevocationListEntry {
+		for i := range rl.RevokedCertificateEntries {
+			if e := &rl.RevokedCertificateEntries[i]; e.SerialNumber.Cmp(c.SerialNumber) == 0 {
+				return e
+			}
+		}
+		return nil
+	}
+
+	first, _, header, err := fetch(ctx, base+"/crl/"+caName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.RevokedCertificateEntries) != 0 {
+		t.Fatalf("a CRL lists %d certificates before any was revoked", len(first.RevokedCertificateEntries))
+	}
+	if got := first.NextUpdate.Sub(first.ThisUpdate); got != 2*time.Minute+crl.Backdate {
+		t.Errorf("nextUpdate - thisUpdate = %s, want --crl-validity 2m plus the %s backdate", got, crl.Backdate)
+	}
+	if age, err := strconv.Atoi(strings.TrimPrefix(header.Get("Cache-Control"), "public, max-age=")); err != nil || time.Duration(age)*time.Second > time.Until(first.NextUpdate) {
+		t.Errorf("Cache-Control %q: want a max-age before nextUpdate", header.Get("Cache-Control"))
+	}
+
+	if _, err := client.CertificatesV1alpha1().Revocations().Create(ctx, &certv1alpha1.Revocation{
+		Spec: certv1alpha1.RevocationSpec{CertificateSHA256: certSHA256(revoked), Reason: certv1alpha1.RevocationReasonKeyCompromise},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("revoking: %v", err)
+	}
+	// The URL the certificate names, fetched as a relying party would.
+	var withEntry *x509.RevocationList
+	var withEntryDER []byte
+	framework.Eventually(t, 10*time.Second, "the revoked certificate in the CRL at its distribution point", func(ctx context.Context) error {
+		rl, der, _, err := fetch(ctx, revoked.CRLDistributionPoints[0])
+		if err != nil {
+			return err
+		}
+		e := listed(rl, revoked)
+		if e == nil {
+			return fmt.Errorf("CRL number %s does not list serial %x", rl.Number, revoked.SerialNumber)
+		}
+		if e.ReasonCode != 1 {
+			return framework.Permanent(fmt.Errorf("reason code %d, want 1 (keyCompromise)", e.ReasonCode))
+		}
+		if listed(rl, kept) != nil {
+			return framework.Permanent(fmt.Errorf("the certificate not revoked is listed"))
+		}
+		if rl.Number.Cmp(first.Number) <= 0 {
+			return framework.Permanent(fmt.Errorf("CRL number %s not above the first's %s", rl.Number, first.Number))
+		}
+		withEntry, withEntryDER = rl, der
+		return nil
+	})
+	if rl, _, _, err := fetch(ctx, base+"/crl/"+caName); err != nil || listed(rl, revoked) == nil {
+		t.Fatalf("/crl/%s (the current key's): %v, or the revoked certificate not listed", caName, err)
+	}
+	for _, path := range []string{"/crl/no-such-ca", "/crl/" + caName + "/no-such-key", "/crl/" + caName + "/" + keyID + "/x"} {
+		if _, _, _, err := fetch(ctx, base+path); err == nil || !strings.Contains(err.Error(), ": 404 ") {
+			t.Errorf("GET %s: %v, want 404", path, err)
+		}
+	}
+
+	t.Run("openssl -crl_check", func(t *testing.T) {
+		dir := t.TempDir()
+		write := func(name string, data []byte) string {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		certPEM := func(c *x509.Certificate) []byte {
+			return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		}
+		caFile, der := write("ca.pem", certPEM(caCert)), write("crl.der", withEntryDER)
+		crlPEM := filepath.Join(dir, "crl.pem")
+		if out, err := exec.Command("openssl", "crl", "-inform", "DER", "-in", der, "-out", crlPEM).CombinedOutput(); err != nil {
+			t.Fatalf("openssl crl: %v\n%s", err, out)
+		}
+		verify := func(c *x509.Certificate, name string) (string, error) {
+			out, err := exec.Command("openssl", "verify", "-crl_check", "-CRLfile", crlPEM, "-CAfile", caFile, write(name, certPEM(c))).CombinedOutput()
+			return string(out), err
+		}
+		if out, err := verify(revoked, "revoked.pem"); err == nil || !strings.Contains(out, "certificate revoked") {
+			t.Fatalf("openssl verify accepted the revoked certificate (%v):\n%s", err, out)
+		}
+		if out, err := verify(kept, "kept.pem"); err != nil || !strings.Contains(out, ": OK") {
+			t.Fatalf("openssl verify refused the certificate not revoked (%v):\n%s", err, out)
+		}
+	})
+
+	t.Run("renewed before nextUpdate", func(t *testing.T) {
+		// Re-issued at half the validity (1m) with nothing changed; every
+		// CRL served meanwhile is valid (fetch checks nextUpdate).
+		framework.Eventually(t, 2*time.Minute, "a CRL with a later thisUpdate", func(ctx context.Context) error {
+			rl, _, _, err := fetch(ctx, base+"/crl/"+caName+"/"+keyID)
+			if err != nil {
+				return err
+			}
+			if !rl.ThisUpdate.After(withEntry.ThisUpdate) {
+				return fmt.Errorf("thisUpdate still %s", rl.ThisUpdate)
+			}
+			if !time.Now().Before(withEntry.NextUpdate) {
+				return framework.Permanent(fmt.Errorf("renewed only at or after the last one's nextUpdate %s", withEntry.NextUpdate))
+			}
+			if rl.Number.Cmp(withEntry.Number) <= 0 || listed(rl, revoked) == nil {
+				return framework.Permanent(fmt.Errorf("renewed CRL number %s (after %s), revoked certificate listed: %v", rl.Number, withEntry.Number, listed(rl, revoked) != nil))
+			}
+			return nil
+		})
+	})
+}
