@@ -71,7 +71,11 @@ func run(m *testing.M) int {
 		// TestRekeyNeverRedirects exercises the no-redirect filter.
 		RekeyArgs:         []string{"--profiling", "--audit-policy-file=" + policy, "--audit-log-path=" + rekeyAuditLog},
 		KubeAPIServerArgs: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + kubeAuditLog},
-		Logf:              func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
+		// kube-apiserver's AuthorizationConfiguration as
+		// docs/revocation.md gives it: rekey's revocation webhook first
+		// (fail open), then Node and RBAC.
+		RevocationWebhookAuthorizer: true,
+		Logf:                        func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
