@@ -60,8 +60,11 @@ type Set struct {
 	listeners   []chan<- struct{}
 }
 
-// NewSet returns an empty set that has not synced.
+// NewSet returns an empty set that has not synced, and registers the
+// package's metrics (before any watch can update them: component-base
+// initializes a metric when it is registered).
 func NewSet() *Set {
+	RegisterMetrics()
 	return &Set{entries: map[[32]byte]*Entry{}, syncedOnce: make(chan struct{})}
 }
 
