@@ -231,3 +231,74 @@ func TestCRL(t *testing.T) {
 		})
 	})
 }
+
+// TestCRLPublishedInConfigMaps: with a host cluster, a CA that publishes
+// ConfigMaps gets its current key's CRL beside the bundle (binaryData
+// ca.crl), and a revocation reaches it.
+func TestCRLPublishedInConfigMaps(t *testing.T) {
+	t.Parallel()
+	cluster := kubeCluster(t)
+	ctx := context.Background()
+	admin, rekey := cluster.Admin, cluster.RekeyAdmin
+	const (
+		caName     = "it-crlpub"
+		signerName = "example.com/it-crlpub"
+		namespace  = "default"
+	)
+	if _, err := rekey.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: caName},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "it crlpub CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256,
+			Publish: &rotationv1alpha1.Publish{ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Namespaces: []string{namespace}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rekey.CertificatesV1alpha1().Signers().Delete(context.Background(), "example.com:"+caName, metav1.DeleteOptions{})
+		_ = rekey.RotationV1alpha1().CertificateAuthorities().Delete(context.Background(), caName, metav1.DeleteOptions{})
+	})
+	if _, err := rekey.CertificatesV1alpha1().Signers().Create(ctx, &certv1alpha1.Signer{
+		ObjectMeta: metav1.ObjectMeta{Name: "example.com:" + caName},
+		Spec: certv1alpha1.SignerSpec{SignerName: signerName, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: caName},
+			Policy: certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature},
+				MaxDuration: metav1.Duration{Duration: 24 * time.Hour}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	caCert := caOf(t, rekey, caName)
+	createAndApprove(t, rekey, requestFor(t, "it-crlpub-a", signerName, fixtures.CSROptions{CommonName: "it-crlpub-alice"}, certv1alpha1.UsageClientAuth))
+	cert := waitForCertificate(t, rekey, "it-crlpub-a")
+	if _, err := rekey.CertificatesV1alpha1().Revocations().Create(ctx, &certv1alpha1.Revocation{
+		Spec: certv1alpha1.RevocationSpec{CertificateSHA256: certSHA256(cert), Reason: certv1alpha1.RevocationReasonSuperseded},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("revoking: %v", err)
+	}
+	framework.Eventually(t, 60*time.Second, "the revoked certificate in the published ca.crl", func(ctx context.Context) error {
+		cm, err := admin.CoreV1().ConfigMaps(namespace).Get(ctx, caName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		der, ok := cm.BinaryData["ca.crl"]
+		if !ok {
+			return fmt.Errorf("ConfigMap %s/%s has no ca.crl (keys %v)", namespace, caName, cm.BinaryData)
+		}
+		if cm.Data["ca.crt"] == "" {
+			return framework.Permanent(fmt.Errorf("ConfigMap %s/%s lost its bundle", namespace, caName))
+		}
+		rl, err := x509.ParseRevocationList(der)
+		if err != nil {
+			return framework.Permanent(fmt.Errorf("ca.crl does not parse: %w", err))
+		}
+		if err := rl.CheckSignatureFrom(caCert); err != nil {
+			return framework.Permanent(fmt.Errorf("ca.crl does not verify against the CA: %w", err))
+		}
+		for _, e := range rl.RevokedCertificateEntries {
+			if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
+				if e.ReasonCode != 4 {
+					return framework.Permanent(fmt.Errorf("reason code %d, want 4 (superseded)", e.ReasonCode))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("ca.crl (number %s) does not list serial %x yet", rl.Number, cert.SerialNumber)
+	})
+}
