@@ -148,7 +148,7 @@ func parse(t *testing.T, crl *CRL, ca *x509.Certificate) *x509.RevocationList {
 	return rl
 }
 
-var oidReasonCode = asn1.ObjectIdentifier{2, 5, 29, 21}
+var oidCRLReason = asn1.ObjectIdentifier{2, 5, 29, 21}
 
 func TestCRLListsTheKeysUnexpiredRevocationsWithReasons(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -186,7 +186,7 @@ func TestCRLListsTheKeysUnexpiredRevocationsWithReasons(t *testing.T) {
 		}
 		hasExt := false
 		for _, x := range e.Extensions {
-			hasExt = hasExt || x.Id.Equal(oidReasonCode)
+			hasExt = hasExt || x.Id.Equal(oidCRLReason)
 		}
 		if hasExt != (code != 0) {
 			t.Errorf("serial %s: reason code extension present %v, want %v (none for unspecified, RFC 5280 5.3.1)", serial, hasExt, code != 0)
@@ -227,6 +227,19 @@ func TestCRLListsTheKeysUnexpiredRevocationsWithReasons(t *testing.T) {
 	}
 	if _, err := h.m.Current(h.ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Current of an unknown CA: %v, want ErrNotFound", err)
+	}
+}
+
+func TestParseSerial(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "f": 15, "0f": 15, "1ab": 0x1ab, "DEAD": 0xdead} {
+		if got, ok := parseSerial(in); !ok || got.Int64() != want {
+			t.Errorf("parseSerial(%q) = %v, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "0x1", "zz", "1 2"} {
+		if got, ok := parseSerial(in); ok {
+			t.Errorf("parseSerial(%q) = %v, want refused", in, got)
+		}
 	}
 }
 
