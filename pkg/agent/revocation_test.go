@@ -221,7 +221,9 @@ func TestRunHealsARevokedCertificate(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}()
 	var first *tls.Certificate
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
