@@ -22,12 +22,13 @@ import (
 // signature it has just made (as pkg/signing's leaf encoder: a second
 // computation of the same library's result). Any other key (PKCS#11, RSA)
 // and any issuer crypto/x509 would refuse goes through
-// x509.CreateRevocationList, its checks included.
+// x509.CreateRevocationList, its checks included. The deprecated
+// template.RevokedCertificates is not read (Issue sets the entries).
 func createRevocationList(template *x509.RevocationList, issuer *x509.Certificate, key crypto.Signer) ([]byte, error) {
 	sign, sigAlg, ok := inProcessSigner(key)
 	if !ok || issuer.KeyUsage&x509.KeyUsageCRLSign == 0 || len(issuer.SubjectKeyId) == 0 || len(issuer.RawSubject) == 0 ||
 		template.Number == nil || template.Number.Sign() < 0 || len(template.Number.Bytes()) > 20 ||
-		template.NextUpdate.Before(template.ThisUpdate) || len(template.ExtraExtensions) > 0 || len(template.RevokedCertificates) > 0 {
+		template.NextUpdate.Before(template.ThisUpdate) || len(template.ExtraExtensions) > 0 {
 		return x509.CreateRevocationList(rand.Reader, template, issuer, key)
 	}
 	if k, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !k.Equal(issuer.PublicKey) {
