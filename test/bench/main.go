@@ -6,7 +6,9 @@
 // bootstrap token, and as nodes renew each as itself; and the pods of one
 // simulated node getting certificates through PodCertificateRequests that
 // rekey issues, beside the same node's native CSRs through
-// kube-controller-manager. `make bench` runs it.
+// kube-controller-manager; and revocation: how soon kube-apiserver refuses
+// a revoked client certificate, and what rekey's authorization webhook
+// costs kube-apiserver's reads. `make bench` runs it.
 package main
 
 import (
@@ -58,6 +60,12 @@ func main() {
 	flag.IntVar(&pcrPods, "pcr-pods", 1000, "pods of one simulated node that each get a certificate through a PodCertificateRequest, beside as many native CSRs through kube-controller-manager (0 skips it; aggregated cluster)")
 	flag.IntVar(&pcrBursts, "pcr-bursts", 2, "PodCertificateRequest bursts per API, taking turns in alternating order")
 	flag.IntVar(&pcrWorkers, "pcr-workers", 32, "concurrent creates in the PodCertificateRequest benchmark")
+	flag.IntVar(&revocations, "revocations", 100, "client certificates revoked one at a time, each timed from the Revocation's create to kube-apiserver's first 403 (0 skips the revocation benchmark; a control plane of its own, with rekey's authorization webhook first in kube-apiserver's chain)")
+	flag.IntVar(&revClients, "revocation-clients", 32, "concurrent clients, each with its own rekey client certificate, in the revocation benchmark's read workload")
+	flag.DurationVar(&revWindow, "revocation-window", 5*time.Second, "length of each read-workload round in the revocation benchmark")
+	flag.IntVar(&revRounds, "revocation-rounds", 2, "read-workload rounds per kube-apiserver configuration (with rekey's webhook, without), taking turns")
+	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write a CPU profile of kube-apiserver, taken during the first read round with rekey's webhook, here")
+	flag.BoolVar(&revocationOnly, "revocation-only", false, "run only the revocation benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -81,6 +89,12 @@ var (
 	pcrPods          int
 	pcrBursts        int
 	pcrWorkers       int
+	revocations      int
+	revClients       int
+	revWindow        time.Duration
+	revRounds        int
+	revProfile       string
+	revocationOnly   bool
 )
 
 func run(n, requesters, approvers, burst, rounds int, out string, skipNative bool) error {
@@ -94,6 +108,19 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	rekeyBin, err := framework.ReleaseBinaryPath("rekey-apiserver")
 	if err != nil {
 		return err
+	}
+	if revocationOnly {
+		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revProfile)
+		if err != nil {
+			return fmt.Errorf("revocation: %w", err)
+		}
+		report := fmt.Sprintf("## Run of %s\n\nMachine: %s.\n\nCommand: `go run ./test/bench %s`.\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), strings.Join(os.Args[1:], " ")) +
+			renderRevocation(rev)
+		fmt.Print(report)
+		if out != "" {
+			return os.WriteFile(out, []byte(report), 0o644)
+		}
+		return nil
 	}
 	rekeyUsages := []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}
 
@@ -305,6 +332,12 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			return fmt.Errorf("pod certificates: %w", err)
 		}
 	}
+	var rev *revocationResult
+	if revocations > 0 && !directOnly {
+		if rev, err = revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revProfile); err != nil {
+			return fmt.Errorf("revocation: %w", err)
+		}
+	}
 	report := render(results, mem, bursts, n, requesters, rounds)
 	if storm != nil {
 		report += renderStorm(storm)
@@ -314,6 +347,9 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	if pcr != nil {
 		report += renderPCR(pcr)
+	}
+	if rev != nil {
+		report += renderRevocation(rev)
 	}
 	fmt.Print(report)
 	if out != "" {

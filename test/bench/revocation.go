@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/test/framework"
+)
+
+// The revocation benchmark's objects: users with client certificates of
+// rekey's built-in kube-apiserver client signer, in a group that may read
+// one namespace's ConfigMaps.
+const (
+	revSigner    = "rekey.io/kube-apiserver-client"
+	revCA        = "rekey.io-kube-apiserver-client"
+	revGroup     = "bench-revocation"
+	revNamespace = "bench-revocation"
+	revConfigMap = "bench"
+)
+
+// revocationResult is the revocation benchmark (issue #31): how long after
+// a Revocation's create returns kube-apiserver refuses the certificate,
+// and what rekey's authorization webhook in kube-apiserver's chain costs a
+// read-heavy client-certificate workload.
+type revocationResult struct {
+	Revocations int
+	// Latency is from the create's return to the first 403 that names the
+	// revocation, per revocation; Create is the create call itself.
+	Latency, Create []time.Duration
+	// Polls counts the requests made while waiting for the 403s; Errors
+	// the revocations whose 403 never came (or came for another reason).
+	Polls, Errors int
+	// Throughput is the read workload with the webhook in the chain, then
+	// without it.
+	Throughput     [2]readResult
+	Clients        int
+	Window         time.Duration
+	Rounds         int
+	KubeAPIProfile string
+}
+
+// readResult is the read workload through one kube-apiserver
+// configuration, summed over its rounds.
+type readResult struct {
+	Name     string
+	Requests int
+	Errors   int
+	Elapsed  time.Duration
+	Lat      []time.Duration
+	Rounds   []float64
+	CPU      map[string]float64
+}
+
+func (r *readResult) rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// revocationBench runs the revocation benchmark on a control plane of its
+// own (etcd, kube-apiserver whose AuthorizationConfiguration puts rekey's
+// webhook first, as docs/revocation.md gives it, and rekey-apiserver), so
+// that no other benchmark runs with the webhook in its chain.
+func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, rounds int, window time.Duration, profile string) (*revocationResult, error) {
+	fmt.Fprintln(os.Stderr, "revocation: starting etcd, kube-apiserver (rekey's webhook first) and rekey-apiserver")
+	cluster, err := framework.StartCluster(dir, rekeyBin, framework.ClusterOptions{
+		RekeyArgs:                   []string{"--profiling=true", "--kube-api-qps=5000", "--kube-api-burst=10000"},
+		KubeAPIServerArgs:           []string{"--profiling=true"},
+		RevocationWebhookAuthorizer: true,
+		Logf:                        func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cluster.Stop()
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", cluster.AdminKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	adminCfg.QPS, adminCfg.Burst = 10000, 20000
+	admin := kubernetes.NewForConfigOrDie(adminCfg)
+	rekey := clientset.NewForConfigOrDie(adminCfg)
+	if err := revocationObjects(ctx, admin); err != nil {
+		return nil, err
+	}
+	var bundle string
+	if err := framework.EventuallyErr(2*time.Minute, func(ctx context.Context) error {
+		ca, err := rekey.RotationV1alpha1().CertificateAuthorities().Get(ctx, revCA, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if bundle = ca.Status.TrustBundle; bundle == "" {
+			return fmt.Errorf("CertificateAuthority %s has no trust bundle yet", revCA)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := cluster.TrustClientCAs([]byte(bundle)); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(os.Stderr, "revocation: issuing %d + %d client certificates\n", clients, n)
+	readers, err := issueClients(ctx, rekey, cluster, "bench-reader", clients)
+	if err != nil {
+		return nil, err
+	}
+	revoked, err := issueClients(ctx, rekey, cluster, "bench-revoked", n)
+	if err != nil {
+		return nil, err
+	}
+	// kube-apiserver re-reads its client CA file by itself.
+	if err := framework.EventuallyErr(2*time.Minute, func(ctx context.Context) error {
+		return readOnce(ctx, readers[0].client)
+	}); err != nil {
+		return nil, fmt.Errorf("kube-apiserver does not accept rekey's client certificates: %w", err)
+	}
+
+	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds}
+	fmt.Fprintf(os.Stderr, "revocation: %d revocations, one at a time\n", n)
+	for i, c := range revoked {
+		lat, create, polls, err := revokeOne(ctx, rekey, c)
+		res.Polls += polls
+		if err != nil {
+			res.Errors++
+			fmt.Fprintf(os.Stderr, "  %s: %v\n", c.user, err)
+			continue
+		}
+		res.Latency = append(res.Latency, lat)
+		res.Create = append(res.Create, create)
+		if (i+1)%25 == 0 {
+			fmt.Fprintf(os.Stderr, "  %d revoked\n", i+1)
+		}
+	}
+
+	// The read workload, with the webhook and without it, taking turns:
+	// with, without, without, with, ... (kube-apiserver restarted with
+	// --authorization-mode=Node,RBAC in place of the configuration file,
+	// and back), so that neither always runs first or on a warmer server.
+	pids := func() map[string]int {
+		return map[string]int{"kube-apiserver": cluster.KubeAPIServer.Pid(), "rekey-apiserver": cluster.Rekey.Pid(), "etcd": cluster.Etcd.Pid()}
+	}
+	res.Throughput = [2]readResult{
+		{Name: "rekey's webhook first (AuthorizationConfiguration: rekey, Node, RBAC)", CPU: map[string]float64{}},
+		{Name: "without it (--authorization-mode=Node,RBAC)", CPU: map[string]float64{}},
+	}
+	withWebhook := true
+	for r := 0; r < 2*rounds; r++ {
+		want := r%4 == 0 || r%4 == 3
+		if want != withWebhook {
+			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver (webhook: %v)\n", want)
+			var args []string
+			if !want {
+				args = []string{"--authorization-config=", "--authorization-mode=Node,RBAC"}
+			}
+			if err := cluster.RestartKubeAPIServer(args...); err != nil {
+				return nil, err
+			}
+			withWebhook = want
+		}
+		idx := 1
+		if withWebhook {
+			idx = 0
+		}
+		// A second of load first: connections, caches and the webhook's
+		// client warm, none of it counted.
+		readLoad(ctx, readers, time.Second)
+		if profile != "" && withWebhook && res.KubeAPIProfile == "" {
+			res.KubeAPIProfile = profile
+			go profileCPUFor(ctx, restClient(adminCfg), profile, window-2*time.Second)
+		}
+		cpu0 := map[string]float64{}
+		for name, pid := range pids() {
+			cpu0[name] = cpuSeconds(pid)
+		}
+		round := readLoad(ctx, readers, window)
+		t := &res.Throughput[idx]
+		for name, pid := range pids() {
+			t.CPU[name] += cpuSeconds(pid) - cpu0[name]
+		}
+		t.Requests += round.Requests
+		t.Errors += round.Errors
+		t.Elapsed += round.Elapsed
+		t.Lat = append(t.Lat, round.Lat...)
+		t.Rounds = append(t.Rounds, round.rate())
+		fmt.Fprintf(os.Stderr, "  %s: %d reads, %d errors, %.0f/s\n", t.Name, round.Requests, round.Errors, round.rate())
+	}
+	return res, nil
+}
+
+// revocationObjects: a namespace with a ConfigMap that the group revGroup
+// may read.
+func revocationObjects(ctx context.Context, admin kubernetes.Interface) error {
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: revNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", revNamespace, err)
+	}
+	_, err = admin.CoreV1().ConfigMaps(revNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: revConfigMap},
+		Data:       map[string]string{"greeting": "hello"},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ConfigMap %s/%s: %w", revNamespace, revConfigMap, err)
+	}
+	// A Role of its own: the ClusterRole view is aggregated, and with no
+	// kube-controller-manager to aggregate it has no rules.
+	_, err = admin.RbacV1().Roles(revNamespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-revocation-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Role bench-revocation-reader: %w", err)
+	}
+	_, err = admin.RbacV1().RoleBindings(revNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-revocation-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "bench-revocation-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: revGroup}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding bench-revocation-reader to %s: %w", revGroup, err)
+	}
+	return nil
+}
+
+// certClient is a user with its own rekey client certificate, talking to
+// kube-apiserver with it over a connection of its own (client-go keeps one
+// transport per certificate).
+type certClient struct {
+	user   string
+	sha256 string
+	client kubernetes.Interface
+}
+
+// issueClients gets n client certificates from rekey (a CSR each, approved
+// by the admin) for users <prefix>-<i> in revGroup, and a client for each.
+func issueClients(ctx context.Context, rekey clientset.Interface, cluster *framework.Cluster, prefix string, n int) ([]certClient, error) {
+	out := make([]certClient, n)
+	work := make(chan int, n)
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				c, err := issueClient(ctx, rekey, cluster, fmt.Sprintf("%s-%d", prefix, i))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				out[i] = c
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return out, <-errs
+}
+
+func issueClient(ctx context.Context, rekey clientset.Interface, cluster *framework.Cluster, user string) (certClient, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return certClient{}, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: user, Organization: []string{revGroup}}}, key)
+	if err != nil {
+		return certClient{}, err
+	}
+	csrs := rekey.CertificatesV1alpha1().CertificateSigningRequests()
+	name := "bench-rev-" + user
+	_, err = csrs.Create(ctx, &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1alpha1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: revSigner, ExpirationSeconds: ptr.To[int32](3600),
+			Usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return certClient{}, fmt.Errorf("CSR %s: %w", name, err)
+	}
+	approval := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	approval.Status.Conditions = []certv1alpha1.CertificateSigningRequestCondition{{
+		Type: certv1alpha1.CertificateApproved, Status: metav1.ConditionTrue, Reason: "Bench",
+	}}
+	csr, err := csrs.UpdateApproval(ctx, name, approval, metav1.UpdateOptions{})
+	if err != nil {
+		return certClient{}, fmt.Errorf("approving CSR %s: %w", name, err)
+	}
+	if len(csr.Status.Certificate) == 0 {
+		// Issued after the approval's response: wait for it.
+		if err := framework.EventuallyErr(time.Minute, func(ctx context.Context) error {
+			if csr, err = csrs.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if len(csr.Status.Certificate) == 0 {
+				return fmt.Errorf("CSR %s has no certificate yet", name)
+			}
+			return nil
+		}); err != nil {
+			return certClient{}, err
+		}
+	}
+	leaf, _ := pem.Decode(csr.Status.Certificate)
+	if leaf == nil {
+		return certClient{}, fmt.Errorf("CSR %s: no PEM certificate", name)
+	}
+	sum := sha256.Sum256(leaf.Bytes)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return certClient{}, err
+	}
+	cfg := &rest.Config{
+		Host: cluster.KubeAPIURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   cluster.ServingCA.CertPEM(),
+			CertData: csr.Status.Certificate,
+			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		},
+		// No client-side limit: the benchmark is the server's.
+		QPS: -1,
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return certClient{}, err
+	}
+	return certClient{user: user, sha256: hex.EncodeToString(sum[:]), client: client}, nil
+}
+
+func readOnce(ctx context.Context, client kubernetes.Interface) error {
+	_, err := client.CoreV1().ConfigMaps(revNamespace).Get(ctx, revConfigMap, metav1.GetOptions{})
+	return err
+}
+
+// revokeOne: a request with the certificate that works, then the
+// Revocation created as `kubectl rekey revoke` creates it (named by the
+// certificate's SHA-256, through kube-apiserver's aggregation layer), then
+// requests with the certificate, back to back, until the first 403 that
+// names the revocation. The latency runs from the create's return.
+func revokeOne(ctx context.Context, rekey clientset.Interface, c certClient) (lat, create time.Duration, polls int, err error) {
+	if err := readOnce(ctx, c.client); err != nil {
+		return 0, 0, 0, fmt.Errorf("before the revocation: %w", err)
+	}
+	t0 := time.Now()
+	_, err = rekey.CertificatesV1alpha1().Revocations().Create(ctx, &certv1alpha1.Revocation{
+		ObjectMeta: metav1.ObjectMeta{Name: c.sha256},
+		Spec:       certv1alpha1.RevocationSpec{CertificateSHA256: c.sha256, Reason: certv1alpha1.RevocationReasonKeyCompromise},
+	}, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("creating the Revocation: %w", err)
+	}
+	t1 := time.Now()
+	deadline := t1.Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		polls++
+		err := readOnce(ctx, c.client)
+		switch {
+		case err == nil:
+			time.Sleep(time.Millisecond)
+			continue
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "was revoked"):
+			return time.Since(t1), t1.Sub(t0), polls, nil
+		default:
+			return 0, 0, polls, fmt.Errorf("after the revocation: %w", err)
+		}
+	}
+	return 0, 0, polls, errors.New("no 403 within 30s of the revocation")
+}
+
+// readLoad: every client GETs the ConfigMap back to back for the window
+// (closed loop, one request in flight per client).
+func readLoad(ctx context.Context, clients []certClient, window time.Duration) readResult {
+	var errs atomic.Int64
+	lats := make([][]time.Duration, len(clients))
+	start := time.Now()
+	end := start.Add(window)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				if err := readOnce(ctx, c.client); err != nil {
+					errs.Add(1)
+					continue
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	r := readResult{Elapsed: time.Since(start), Errors: int(errs.Load())}
+	for _, l := range lats {
+		r.Requests += len(l)
+		r.Lat = append(r.Lat, l...)
+	}
+	return r
+}
+
+// profileCPUFor writes a CPU profile of kube-apiserver, seconds long,
+// started two seconds from now.
+func profileCPUFor(ctx context.Context, client rest.Interface, file string, d time.Duration) {
+	time.Sleep(2 * time.Second)
+	secs := max(1, int(d.Seconds()))
+	data, err := client.Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(secs)).DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(file, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "profile: %v\n", err)
+	}
+}
+
+func sortedDurations(d []time.Duration) []time.Duration {
+	out := append([]time.Duration(nil), d...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func msf(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func renderRevocation(r *revocationResult) string {
+	var b strings.Builder
+	lat, create := sortedDurations(r.Latency), sortedDurations(r.Create)
+	fmt.Fprintf(&b, "\nRevocation (issue #31): %d client certificates of %s revoked one at a time through kube-apiserver (a Revocation named by the certificate's SHA-256, as `kubectl rekey revoke` creates it); after each create returned, GETs with the certificate back to back (1 ms apart) until the first 403 naming the revocation:\n\n",
+		r.Revocations, revSigner)
+	fmt.Fprintln(&b, "| measured | revocations | errors | p50 | p99 | max | requests while waiting |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
+	fmt.Fprintf(&b, "| create returned → first 403 | %d | %d | %s | %s | %s | %d |\n", len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)), r.Polls)
+	fmt.Fprintf(&b, "| the create call | %d | | %s | %s | %s | |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
+
+	fmt.Fprintf(&b, "\nkube-apiserver reads (GET of one ConfigMap), %d clients each with its own rekey client certificate, closed loop, %s windows, %d rounds per configuration taking turns (with, without, without, with, ...; kube-apiserver restarted between configurations, a second of unmeasured load after each):\n\n",
+		r.Clients, r.Window, r.Rounds)
+	fmt.Fprintln(&b, "| kube-apiserver authorization | reads | errors | reads/s | per round | p50 | p99 | CPU s / 1,000 reads: kube-apiserver | rekey-apiserver | etcd |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, t := range r.Throughput {
+		l := sortedDurations(t.Lat)
+		per := make([]string, len(t.Rounds))
+		for i, v := range t.Rounds {
+			per[i] = fmt.Sprintf("%.0f", v)
+		}
+		cpu := func(name string) string {
+			if t.Requests == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.3f", t.CPU[name]/float64(t.Requests)*1000)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", t.Name, t.Requests, t.Errors, t.rate(), strings.Join(per, ", "),
+			msf(percentile(l, 0.5)), msf(percentile(l, 0.99)), cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("etcd"))
+	}
+	ratio := 0.0
+	if r.Throughput[1].rate() > 0 {
+		ratio = r.Throughput[0].rate() / r.Throughput[1].rate()
+	}
+	if r.KubeAPIProfile != "" {
+		fmt.Fprintf(&b, "\nkube-apiserver CPU profile of the first round with the webhook: %s\n", r.KubeAPIProfile)
+	}
+	fmt.Fprint(&b, "\nTargets:\n\n")
+	p99 := percentile(lat, 0.99)
+	check(&b, fmt.Sprintf("revocation → 403 at kube-apiserver: p99 <= 1 s over at least 100 revocations (%s over %d, %d errors)", msf(p99), len(lat), r.Errors),
+		len(lat) >= 100 && r.Errors == 0 && p99 <= time.Second)
+	check(&b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without (%.0f vs %.0f/s, %.2fx)", r.Throughput[0].rate(), r.Throughput[1].rate(), ratio),
+		ratio >= 0.90 && r.Throughput[0].Errors == 0)
+	return b.String()
+}
+
+func last(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[len(d)-1]
+}
+
+// revocationDir is where the revocation benchmark's control plane lives.
+func revocationDir(dir string) string { return filepath.Join(dir, "revocation") }
