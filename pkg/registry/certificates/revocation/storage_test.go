@@ -147,6 +147,16 @@ func TestStrategy(t *testing.T) {
 	if errs := s.ValidateUpdate(context.Background(), upd, rev); len(errs) == 0 {
 		t.Fatal("a spec change was accepted")
 	}
+	upd.Spec.Reason = rev.Spec.Reason
+	upd.Finalizers = []string{"example.com/keep"}
+	if errs := s.ValidateUpdate(context.Background(), upd, rev); !strings.Contains(errs.ToAggregate().Error(), "metadata.finalizers: Forbidden") {
+		t.Fatalf("a finalizer added: %v", errs)
+	}
+	withOwner := rev.DeepCopy()
+	withOwner.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+	if errs := s.Validate(context.Background(), withOwner); !strings.Contains(errs.ToAggregate().Error(), "metadata.ownerReferences: Forbidden") {
+		t.Fatalf("an owner at create: %v", errs)
+	}
 }
 
 // TestDeleteIsTheControllersAlone: a client's delete is refused before
@@ -182,4 +192,3 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
-

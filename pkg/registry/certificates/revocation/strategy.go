@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strings"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,11 +79,27 @@ func (strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 	if r.Status.CertificateSHA256 == "" || r.Status.CertificateSHA256 != r.Name {
 		allErrs = append(allErrs, field.Invalid(status.Child("certificateSHA256"), r.Status.CertificateSHA256, "set by the server to the certificate's SHA-256, the object's name"))
 	}
-	return allErrs
+	return append(allErrs, onlyLabelsAndAnnotations(r, &certificates.Revocation{})...)
 }
 
 func (strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateRevocationUpdate(obj.(*certificates.Revocation), old.(*certificates.Revocation))
+	r, prev := obj.(*certificates.Revocation), old.(*certificates.Revocation)
+	return append(validation.ValidateRevocationUpdate(r, prev), onlyLabelsAndAnnotations(r, prev)...)
+}
+
+// onlyLabelsAndAnnotations refuses finalizers and owner references other
+// than old's: a finalizer would keep a revocation rekey deletes (expired,
+// or its key destroyed) in the API for good, and an owner reference would
+// hand its deletion to another controller; only rekey's may delete it.
+func onlyLabelsAndAnnotations(r, old *certificates.Revocation) field.ErrorList {
+	var allErrs field.ErrorList
+	if !apiequality.Semantic.DeepEqual(r.Finalizers, old.Finalizers) {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "finalizers"), "a revocation takes no finalizers: only its labels and annotations may be set"))
+	}
+	if !apiequality.Semantic.DeepEqual(r.OwnerReferences, old.OwnerReferences) {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "ownerReferences"), "a revocation has no owner: only its labels and annotations may be set"))
+	}
+	return allErrs
 }
 
 func (strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
