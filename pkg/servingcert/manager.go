@@ -354,6 +354,7 @@ func (m *Manager) issue(ctx context.Context, ca *rotationv1alpha1.CertificateAut
 	if err := m.records.Record(ctx, issuance.Record{
 		Serial: fmt.Sprintf("%x", cert.SerialNumber), CSRName: "serving:" + m.replica, Requester: "rekey-apiserver/" + m.replica,
 		Subject: cert.Subject.String(), CAName: ca.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
+		SHA256: issuance.SHA256(cert),
 	}); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestMarksTheRequestRevoked(t *testing.T) {
 	recs := records{"ca/a": {CAKeyID: "ca-1"}, "ca/b": {CAKeyID: "ca-1"}, "ca/c": {CAKeyID: "ca-1"}}
 	c, client, deleted := setup(t, recs,
 		rev("a", "laptop", "csr-1", notAfter, now.Add(-time.Minute)),
-		rev("b", "reused", "csr-old", notAfter, now.Add(-time.Minute)),                  // the name now belongs to another request
+		rev("b", "reused", "csr-old", notAfter, now.Add(-time.Minute)),                 // the name now belongs to another request
 		rev("c", "certificates.k8s.io:node-csr", "x", notAfter, now.Add(-time.Minute)), // not a rekey request
 	)
 	for _, name := range []string{"a", "b", "c"} {
