@@ -242,7 +242,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.installRevocationEnforcement(replica); err != nil {
+	if err := c.installRevocationEnforcement(s, replica); err != nil {
 		return nil, err
 	}
 	prefix := c.ExtraConfig.Etcd.PrivatePrefix

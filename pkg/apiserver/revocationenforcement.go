@@ -1,15 +1,23 @@
 package apiserver
 
 import (
+	"errors"
+	"net/http"
+
+	"k8s.io/apiserver/pkg/server/healthz"
+
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
 	"rekey.io/rekey/pkg/revocation"
 )
 
 // installRevocationEnforcement fills the revoked set the options made (and
 // wrapped the authenticator with) from the replica's Revocations informer,
-// and serves the authorization webhook kube-apiserver asks, without
-// authentication, on the public paths.
-func (c completedConfig) installRevocationEnforcement(replica informers.SharedInformerFactory) error {
+// serves the authorization webhook kube-apiserver asks, without
+// authentication, on the public paths, and adds a readiness check that
+// fails until the set has loaded: a replica that cannot tell revoked
+// certificates yet answers the webhook 503, and behind a Service should
+// not be sent its calls.
+func (c completedConfig) installRevocationEnforcement(s *Server, replica informers.SharedInformerFactory) error {
 	set := c.ExtraConfig.Revocations
 	if set == nil {
 		return nil
@@ -18,5 +26,10 @@ func (c completedConfig) installRevocationEnforcement(replica informers.SharedIn
 		return err
 	}
 	c.ExtraConfig.PublicPaths.Handle(revocation.Path, revocation.NewWebhook(set))
-	return nil
+	return s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("rekey-revocations", func(*http.Request) error {
+		if !set.HasSynced() {
+			return errors.New("the Revocations are not loaded yet")
+		}
+		return nil
+	}))
 }
