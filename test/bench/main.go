@@ -64,7 +64,8 @@ func main() {
 	flag.IntVar(&revClients, "revocation-clients", 32, "concurrent clients, each with its own rekey client certificate, in the revocation benchmark's read workload")
 	flag.DurationVar(&revWindow, "revocation-window", 5*time.Second, "length of each read-workload round in the revocation benchmark")
 	flag.IntVar(&revRounds, "revocation-rounds", 2, "read-workload rounds per kube-apiserver configuration (with rekey's webhook, without), taking turns")
-	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write a CPU profile of kube-apiserver, taken during the first read round with rekey's webhook, here")
+	flag.DurationVar(&revCacheTTL, "revocation-cache-ttl", 0, "also measure reads and revocations with rekey's NoOpinion cached by kube-apiserver for this long (cacheUnauthorizedRequests: true, unauthorizedTTL); 0 skips it")
+	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write CPU profiles of kube-apiserver (here) and rekey-apiserver (<name>-rekey.pprof), taken during the first read round with rekey's webhook")
 	flag.BoolVar(&revocationOnly, "revocation-only", false, "run only the revocation benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
@@ -92,6 +93,7 @@ var (
 	revocations      int
 	revClients       int
 	revWindow        time.Duration
+	revCacheTTL      time.Duration
 	revRounds        int
 	revProfile       string
 	revocationOnly   bool
@@ -110,7 +112,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		return err
 	}
 	if revocationOnly {
-		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revProfile)
+		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile)
 		if err != nil {
 			return fmt.Errorf("revocation: %w", err)
 		}
@@ -334,7 +336,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	var rev *revocationResult
 	if revocations > 0 && !directOnly {
-		if rev, err = revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revProfile); err != nil {
+		if rev, err = revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile); err != nil {
 			return fmt.Errorf("revocation: %w", err)
 		}
 	}

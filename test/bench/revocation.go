@@ -58,12 +58,19 @@ type revocationResult struct {
 	// the revocations whose 403 never came (or came for another reason).
 	Polls, Errors int
 	// Throughput is the read workload with the webhook in the chain, then
-	// without it.
-	Throughput     [2]readResult
-	Clients        int
-	Window         time.Duration
-	Rounds         int
+	// without it, then (CacheTTL set) with the webhook's NoOpinion cached.
+	Throughput []readResult
+	Clients    int
+	Window     time.Duration
+	Rounds     int
+	// CacheTTL, when set, is the unauthorizedTTL of the third
+	// configuration; CachedLatency and CachedErrors are the revocations
+	// measured through it.
+	CacheTTL       time.Duration
+	CachedLatency  []time.Duration
+	CachedErrors   int
 	KubeAPIProfile string
+	RekeyProfile   string
 }
 
 // readResult is the read workload through one kube-apiserver
@@ -89,7 +96,7 @@ func (r *readResult) rate() float64 {
 // own (etcd, kube-apiserver whose AuthorizationConfiguration puts rekey's
 // webhook first, as docs/revocation.md gives it, and rekey-apiserver), so
 // that no other benchmark runs with the webhook in its chain.
-func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, rounds int, window time.Duration, profile string) (*revocationResult, error) {
+func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, rounds int, window, cacheTTL time.Duration, profile string) (*revocationResult, error) {
 	fmt.Fprintln(os.Stderr, "revocation: starting etcd, kube-apiserver (rekey's webhook first) and rekey-apiserver")
 	cluster, err := framework.StartCluster(dir, rekeyBin, framework.ClusterOptions{
 		RekeyArgs:                   []string{"--profiling=true", "--kube-api-qps=5000", "--kube-api-burst=10000"},
@@ -144,76 +151,136 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		return nil, fmt.Errorf("kube-apiserver does not accept rekey's client certificates: %w", err)
 	}
 
-	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds}
+	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds, CacheTTL: cacheTTL}
 	fmt.Fprintf(os.Stderr, "revocation: %d revocations, one at a time\n", n)
-	for i, c := range revoked {
-		lat, create, polls, err := revokeOne(ctx, rekey, c)
-		res.Polls += polls
+	res.Latency, res.Create, res.Polls, res.Errors = revokeAll(ctx, rekey, revoked)
+
+	// The read workload through each configuration of kube-apiserver,
+	// taking turns as the issuance scenarios do (turn: each round starts
+	// one later, every other round goes backwards), kube-apiserver
+	// restarted on the same etcd for each change, so that none always runs
+	// first or on a warmer server.
+	configs := []readConfig{
+		{name: "rekey's webhook first, nothing cached (AuthorizationConfiguration: rekey, Node, RBAC)"},
+		{name: "without it (--authorization-mode=Node,RBAC)", args: []string{"--authorization-config=", "--authorization-mode=Node,RBAC"}},
+	}
+	var cachedConfig string
+	if cacheTTL > 0 {
+		if cachedConfig, err = cachedAuthorizationConfig(cluster, dir, cacheTTL); err != nil {
+			return nil, err
+		}
+		configs = append(configs, readConfig{
+			name: fmt.Sprintf("rekey's webhook first, NoOpinion cached %s (cacheUnauthorizedRequests: true, unauthorizedTTL: %s)", cacheTTL, cacheTTL),
+			args: []string{"--authorization-config=" + cachedConfig},
+		})
+	}
+	pids := func() map[string]int {
+		return map[string]int{"kube-apiserver": cluster.KubeAPIServer.Pid(), "rekey-apiserver": cluster.Rekey.Pid(), "etcd": cluster.Etcd.Pid()}
+	}
+	res.Throughput = make([]readResult, len(configs))
+	for i := range configs {
+		res.Throughput[i] = readResult{Name: configs[i].name, CPU: map[string]float64{}}
+	}
+	current := 0 // kube-apiserver started with configs[0]
+	for r := 0; r < rounds; r++ {
+		for j := range configs {
+			idx := turn(r, j, len(configs))
+			if idx != current {
+				fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver: %s\n", configs[idx].name)
+				if err := cluster.RestartKubeAPIServer(configs[idx].args...); err != nil {
+					return nil, err
+				}
+				current = idx
+			}
+			// A second of load first: connections, caches and the
+			// webhook's client warm, none of it counted.
+			readLoad(ctx, readers, time.Second)
+			if profile != "" && idx == 0 && res.KubeAPIProfile == "" {
+				res.KubeAPIProfile = profile
+				res.RekeyProfile = strings.TrimSuffix(profile, ".pprof") + "-rekey.pprof"
+				go profileCPUFor(ctx, restClient(adminCfg), profile, window-2*time.Second)
+				go profileCPUFor(ctx, restClient(cluster.DirectToRekey(adminCfg)), res.RekeyProfile, window-2*time.Second)
+			}
+			cpu0 := map[string]float64{}
+			for name, pid := range pids() {
+				cpu0[name] = cpuSeconds(pid)
+			}
+			round := readLoad(ctx, readers, window)
+			t := &res.Throughput[idx]
+			for name, pid := range pids() {
+				t.CPU[name] += cpuSeconds(pid) - cpu0[name]
+			}
+			t.Requests += round.Requests
+			t.Errors += round.Errors
+			t.Elapsed += round.Elapsed
+			t.Lat = append(t.Lat, round.Lat...)
+			t.Rounds = append(t.Rounds, round.rate())
+			fmt.Fprintf(os.Stderr, "  %s: %d reads, %d errors, %.0f/s\n", t.Name, round.Requests, round.Errors, round.rate())
+		}
+	}
+
+	// With NoOpinion cached, a revocation waits for the cached answer of
+	// the request made just before it to expire: the same measurement
+	// again on that configuration, with certificates of its own.
+	if cacheTTL > 0 {
+		if current != len(configs)-1 {
+			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver: %s\n", configs[len(configs)-1].name)
+			if err := cluster.RestartKubeAPIServer(configs[len(configs)-1].args...); err != nil {
+				return nil, err
+			}
+		}
+		cached, err := issueClients(ctx, rekey, cluster, "bench-revoked-cached", n)
 		if err != nil {
-			res.Errors++
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "revocation: %d revocations with NoOpinion cached %s\n", n, cacheTTL)
+		res.CachedLatency, _, _, res.CachedErrors = revokeAll(ctx, rekey, cached)
+	}
+	return res, nil
+}
+
+// readConfig is a kube-apiserver configuration the read workload runs
+// through: args restart kube-apiserver with it (none: as started).
+type readConfig struct {
+	name string
+	args []string
+}
+
+// cachedAuthorizationConfig writes the documented AuthorizationConfiguration
+// (failing open) with rekey's NoOpinion answers cached for ttl, and returns
+// its path.
+func cachedAuthorizationConfig(cluster *framework.Cluster, dir string, ttl time.Duration) (string, error) {
+	data, err := os.ReadFile(cluster.RevocationAuthorizationConfigPath(framework.RevocationFailOpen))
+	if err != nil {
+		return "", err
+	}
+	out := strings.Replace(strings.Replace(string(data),
+		"cacheUnauthorizedRequests: false", "cacheUnauthorizedRequests: true", 1),
+		"unauthorizedTTL: 1s", "unauthorizedTTL: "+ttl.String(), 1)
+	if !strings.Contains(out, "cacheUnauthorizedRequests: true") || !strings.Contains(out, "unauthorizedTTL: "+ttl.String()) {
+		return "", fmt.Errorf("%s: no cacheUnauthorizedRequests: false and unauthorizedTTL: 1s to change", cluster.RevocationAuthorizationConfigPath(framework.RevocationFailOpen))
+	}
+	path := filepath.Join(dir, "authorization-cached.yaml")
+	return path, os.WriteFile(path, []byte(out), 0o600)
+}
+
+// revokeAll revokes each client's certificate in turn (revokeOne).
+func revokeAll(ctx context.Context, rekey clientset.Interface, clients []certClient) (lat, create []time.Duration, polls, errs int) {
+	for i, c := range clients {
+		l, cr, p, err := revokeOne(ctx, rekey, c)
+		polls += p
+		if err != nil {
+			errs++
 			fmt.Fprintf(os.Stderr, "  %s: %v\n", c.user, err)
 			continue
 		}
-		res.Latency = append(res.Latency, lat)
-		res.Create = append(res.Create, create)
+		lat = append(lat, l)
+		create = append(create, cr)
 		if (i+1)%25 == 0 {
 			fmt.Fprintf(os.Stderr, "  %d revoked\n", i+1)
 		}
 	}
-
-	// The read workload, with the webhook and without it, taking turns:
-	// with, without, without, with, ... (kube-apiserver restarted with
-	// --authorization-mode=Node,RBAC in place of the configuration file,
-	// and back), so that neither always runs first or on a warmer server.
-	pids := func() map[string]int {
-		return map[string]int{"kube-apiserver": cluster.KubeAPIServer.Pid(), "rekey-apiserver": cluster.Rekey.Pid(), "etcd": cluster.Etcd.Pid()}
-	}
-	res.Throughput = [2]readResult{
-		{Name: "rekey's webhook first (AuthorizationConfiguration: rekey, Node, RBAC)", CPU: map[string]float64{}},
-		{Name: "without it (--authorization-mode=Node,RBAC)", CPU: map[string]float64{}},
-	}
-	withWebhook := true
-	for r := 0; r < 2*rounds; r++ {
-		want := r%4 == 0 || r%4 == 3
-		if want != withWebhook {
-			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver (webhook: %v)\n", want)
-			var args []string
-			if !want {
-				args = []string{"--authorization-config=", "--authorization-mode=Node,RBAC"}
-			}
-			if err := cluster.RestartKubeAPIServer(args...); err != nil {
-				return nil, err
-			}
-			withWebhook = want
-		}
-		idx := 1
-		if withWebhook {
-			idx = 0
-		}
-		// A second of load first: connections, caches and the webhook's
-		// client warm, none of it counted.
-		readLoad(ctx, readers, time.Second)
-		if profile != "" && withWebhook && res.KubeAPIProfile == "" {
-			res.KubeAPIProfile = profile
-			go profileCPUFor(ctx, restClient(adminCfg), profile, window-2*time.Second)
-		}
-		cpu0 := map[string]float64{}
-		for name, pid := range pids() {
-			cpu0[name] = cpuSeconds(pid)
-		}
-		round := readLoad(ctx, readers, window)
-		t := &res.Throughput[idx]
-		for name, pid := range pids() {
-			t.CPU[name] += cpuSeconds(pid) - cpu0[name]
-		}
-		t.Requests += round.Requests
-		t.Errors += round.Errors
-		t.Elapsed += round.Elapsed
-		t.Lat = append(t.Lat, round.Lat...)
-		t.Rounds = append(t.Rounds, round.rate())
-		fmt.Fprintf(os.Stderr, "  %s: %d reads, %d errors, %.0f/s\n", t.Name, round.Requests, round.Errors, round.rate())
-	}
-	return res, nil
+	return lat, create, polls, errs
 }
 
 // revocationObjects: a namespace with a ConfigMap that the group revGroup
@@ -457,17 +524,22 @@ func msf(d time.Duration) string {
 func renderRevocation(r *revocationResult) string {
 	var b strings.Builder
 	lat, create := sortedDurations(r.Latency), sortedDurations(r.Create)
-	fmt.Fprintf(&b, "\nRevocation (issue #31): %d client certificates of %s revoked one at a time through kube-apiserver (a Revocation named by the certificate's SHA-256, as `kubectl rekey revoke` creates it); after each create returned, GETs with the certificate back to back (1 ms apart) until the first 403 naming the revocation:\n\n",
+	fmt.Fprintf(&b, "\nRevocation (issue #31): %d client certificates of %s revoked one at a time through kube-apiserver (a Revocation named by the certificate's SHA-256, as `kubectl rekey revoke` creates it), each right after a request with it that worked; after each create returned, GETs with the certificate back to back (1 ms apart) until the first 403 naming the revocation:\n\n",
 		r.Revocations, revSigner)
-	fmt.Fprintln(&b, "| measured | revocations | errors | p50 | p99 | max | requests while waiting |")
+	fmt.Fprintln(&b, "| kube-apiserver authorization | measured | revocations | errors | p50 | p99 | max |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
-	fmt.Fprintf(&b, "| create returned → first 403 | %d | %d | %s | %s | %s | %d |\n", len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)), r.Polls)
-	fmt.Fprintf(&b, "| the create call | %d | | %s | %s | %s | |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
+	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | create returned → first 403 (%d requests in all while waiting) | %d | %d | %s | %s | %s |\n", r.Polls, len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)))
+	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | the create call | %d | | %s | %s | %s |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
+	cached := sortedDurations(r.CachedLatency)
+	if r.CacheTTL > 0 {
+		fmt.Fprintf(&b, "| NoOpinion cached %s | create returned → first 403 | %d | %d | %s | %s | %s |\n", r.CacheTTL, len(cached), r.CachedErrors, msf(percentile(cached, 0.5)), msf(percentile(cached, 0.99)), msf(last(cached)))
+	}
 
-	fmt.Fprintf(&b, "\nkube-apiserver reads (GET of one ConfigMap), %d clients each with its own rekey client certificate, closed loop, %s windows, %d rounds per configuration taking turns (with, without, without, with, ...; kube-apiserver restarted between configurations, a second of unmeasured load after each):\n\n",
+	fmt.Fprintf(&b, "\nkube-apiserver reads (GET of one ConfigMap), %d clients each with its own rekey client certificate, closed loop, %s windows, %d rounds per configuration taking turns (kube-apiserver restarted on the same etcd between configurations, a second of unmeasured load after each):\n\n",
 		r.Clients, r.Window, r.Rounds)
-	fmt.Fprintln(&b, "| kube-apiserver authorization | reads | errors | reads/s | per round | p50 | p99 | CPU s / 1,000 reads: kube-apiserver | rekey-apiserver | etcd |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| kube-apiserver authorization | reads | errors | reads/s | per round | ratio to without | p50 | p99 | CPU ms / read: kube-apiserver | rekey-apiserver | etcd |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
+	without := r.Throughput[1].rate()
 	for _, t := range r.Throughput {
 		l := sortedDurations(t.Lat)
 		per := make([]string, len(t.Rounds))
@@ -480,22 +552,34 @@ func renderRevocation(r *revocationResult) string {
 			}
 			return fmt.Sprintf("%.3f", t.CPU[name]/float64(t.Requests)*1000)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", t.Name, t.Requests, t.Errors, t.rate(), strings.Join(per, ", "),
+		ratio := 0.0
+		if without > 0 {
+			ratio = t.rate() / without
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %.2fx | %s | %s | %s | %s | %s |\n", t.Name, t.Requests, t.Errors, t.rate(), strings.Join(per, ", "), ratio,
 			msf(percentile(l, 0.5)), msf(percentile(l, 0.99)), cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("etcd"))
 	}
-	ratio := 0.0
-	if r.Throughput[1].rate() > 0 {
-		ratio = r.Throughput[0].rate() / r.Throughput[1].rate()
-	}
 	if r.KubeAPIProfile != "" {
-		fmt.Fprintf(&b, "\nkube-apiserver CPU profile of the first round with the webhook: %s\n", r.KubeAPIProfile)
+		fmt.Fprintf(&b, "\nCPU profiles of the first round with the webhook (nothing cached): kube-apiserver %s, rekey-apiserver %s\n", r.KubeAPIProfile, r.RekeyProfile)
+	}
+	ratio := 0.0
+	if without > 0 {
+		ratio = r.Throughput[0].rate() / without
 	}
 	fmt.Fprint(&b, "\nTargets:\n\n")
 	p99 := percentile(lat, 0.99)
 	check(&b, fmt.Sprintf("revocation → 403 at kube-apiserver: p99 <= 1 s over at least 100 revocations (%s over %d, %d errors)", msf(p99), len(lat), r.Errors),
 		len(lat) >= 100 && r.Errors == 0 && p99 <= time.Second)
-	check(&b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without (%.0f vs %.0f/s, %.2fx)", r.Throughput[0].rate(), r.Throughput[1].rate(), ratio),
+	check(&b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without (%.0f vs %.0f/s, %.2fx)", r.Throughput[0].rate(), without, ratio),
 		ratio >= 0.90 && r.Throughput[0].Errors == 0)
+	if r.CacheTTL > 0 {
+		t := r.Throughput[2]
+		cratio := 0.0
+		if without > 0 {
+			cratio = t.rate() / without
+		}
+		fmt.Fprintf(&b, "- (reported) NoOpinion cached %s: read throughput %.2fx without; revocation → 403 p99 %s over %d (%d errors)\n", r.CacheTTL, cratio, msf(percentile(cached, 0.99)), len(cached), r.CachedErrors)
+	}
 	return b.String()
 }
 
