@@ -1,0 +1,87 @@
+package revocation
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+)
+
+// Security review (#31): kube-apiserver (AuthorizeWithSelectors, GA) puts
+// a list request's label and field selector requirements into the
+// SubjectAccessReview it sends the webhook. The holder of a revoked
+// certificate chooses the selector: a URL of about 30 KB
+// (?labelSelector=k!=v0,k!=v1,...) makes a review of well over 64 KiB,
+// which the webhook answers 413. kube-apiserver takes any non-2xx answer
+// as a webhook failure and applies the failurePolicy: with the documented
+// NoOpinion, RBAC then decides and the revoked certificate lists (or
+// watches, or deletecollections) whatever it could before its revocation,
+// matching nearly everything (k!=v0,... excludes almost nothing).
+//
+// The webhook must still deny a revoked certificate whatever the size of
+// the review kube-apiserver sends (kube-apiserver's own request limit is
+// its 1 MiB header limit for the URL, and JSON escaping grows that).
+func TestWebhookDeniesRevokedCertificateWithLargeSelector(t *testing.T) {
+	revoked := sum("revoked-with-large-selector")
+	set, _ := setWith(t, revocationOf(revoked, certv1alpha1.RevocationReasonKeyCompromise))
+	h := NewWebhook(set)
+
+	// What the attacker sends to kube-apiserver: a list of secrets with a
+	// label selector that excludes nothing that exists.
+	var terms []string
+	for i := range 4000 {
+		terms = append(terms, fmt.Sprintf("k!=v%d", i))
+	}
+	selector := strings.Join(terms, ",")
+	reqs, selectable := mustParse(t, selector)
+	if !selectable {
+		t.Fatal("kube-apiserver would not parse the selector")
+	}
+	t.Logf("URL query: %d bytes", len("labelSelector=")+len(selector))
+
+	// The review as kube-apiserver's webhook authorizer builds it
+	// (resourceAttributesFrom in k8s.io/apiserver/plugin/pkg/authorizer/webhook).
+	var lsr []metav1.LabelSelectorRequirement
+	for _, r := range reqs {
+		lsr = append(lsr, metav1.LabelSelectorRequirement{Key: r.Key(), Operator: metav1.LabelSelectorOpNotIn, Values: r.Values().List()})
+	}
+	body, err := json.Marshal(&authorizationv1.SubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "alice", Groups: []string{"dev", "system:authenticated"},
+			Extra: map[string]authorizationv1.ExtraValue{CredentialIDKey: {CredentialIDPrefix + Hex(revoked)}},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: "team-a", Verb: "list", Version: "v1", Resource: "secrets",
+				LabelSelector: &authorizationv1.LabelSelectorAttributes{Requirements: lsr},
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SubjectAccessReview: %d bytes (webhook limit %d)", len(body), MaxRequestBytes)
+
+	rec := post(h, body)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the webhook answered %d (%s): kube-apiserver applies failurePolicy NoOpinion (docs/revocation.md) and RBAC lets the revoked certificate list secrets", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	if st := decodeStatus(t, rec); !st.Denied {
+		t.Fatalf("revoked certificate not denied: %+v", st)
+	}
+}
+
+func mustParse(t *testing.T, selector string) (labels.Requirements, bool) {
+	t.Helper()
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		t.Fatalf("parsing the selector: %v", err)
+	}
+	return sel.Requirements()
+}
