@@ -3,9 +3,12 @@ package revocation
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,4 +87,40 @@ func mustParse(t *testing.T, selector string) (labels.Requirements, bool) {
 		t.Fatalf("parsing the selector: %v", err)
 	}
 	return sel.Requirements()
+}
+
+// Security review (#31): the webhook is served without authentication,
+// outside kube's handler chain (no max-in-flight limit, no request
+// timeout: publicpaths.Wrap is outermost). An unauthenticated client that
+// sends a review's headers and then trickles (or never sends) its body
+// holds a goroutine and a pooled buffer of up to 64 KiB for as long as it
+// likes: ten thousand such connections (or HTTP/2 streams) hold more than
+// 600 MiB. A replica killed for its memory, or too slow to answer
+// kube-apiserver within the webhook's 3 s timeout, makes kube-apiserver
+// fail open (failurePolicy NoOpinion) for every revoked certificate.
+//
+// The webhook must bound how long it reads a body (kube-apiserver sends a
+// review in one write, well within its own timeout).
+func TestWebhookDoesNotWaitForeverForABody(t *testing.T) {
+	set, _ := setWith(t)
+	srv := httptest.NewServer(NewWebhook(set))
+	t.Cleanup(srv.Close)
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	// Headers and the first bytes of a 60,000-byte body, then nothing.
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: rekey\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{\"apiVersion\":", Path); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 10 * time.Second
+	_ = conn.SetReadDeadline(time.Now().Add(bound))
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("after %s the webhook still waits for the body of an unauthenticated client (no read deadline on the public path)", bound)
+	}
+	t.Logf("answered: %q, %v", buf[:n], err)
 }
