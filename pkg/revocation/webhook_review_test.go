@@ -124,3 +124,26 @@ func TestWebhookDoesNotWaitForeverForABody(t *testing.T) {
 	}
 	t.Logf("answered: %q, %v", buf[:n], err)
 }
+
+// Security review (#31), hardening: the webhook decodes the review with
+// encoding/json into a struct, whose field names match keys
+// case-insensitively with Unicode folding, the last match winning.
+// kube-apiserver's extra is a map with exact keys, marshalled in sorted
+// byte order, so a key that folds to the credential-id key and sorts after
+// it (a Kelvin sign U+212A for the k of kubernetes) replaces the real
+// credential-id: the webhook sees no certificate and answers NoOpinion.
+// No authenticator gives a client-certificate user such an extra today
+// (impersonation is checked with the impersonator's own credential-id
+// first), so this is not exploitable as such; but what the webhook reads
+// must be exactly the key kube-apiserver's matchConditions read.
+func TestWebhookReadsOnlyTheExactCredentialIDKey(t *testing.T) {
+	revoked := sum("revoked-exact-key")
+	set, _ := setWith(t, revocationOf(revoked, certv1alpha1.RevocationReasonKeyCompromise))
+	rec := post(NewWebhook(set), sar(map[string]authorizationv1.ExtraValue{
+		CredentialIDKey: {CredentialIDPrefix + Hex(revoked)},
+		"authentication.\u212aubernetes.io/credential-id": {"JTI=0"},
+	}))
+	if st := decodeStatus(t, rec); !st.Denied {
+		t.Fatalf("a revoked certificate's review with a look-alike extra key was not denied: %+v", st)
+	}
+}
