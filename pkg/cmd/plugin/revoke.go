@@ -2,7 +2,9 @@ package plugin
 
 import (
 	"context"
+	"crypto"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
 
@@ -129,6 +132,9 @@ func parseReason(s string) (certv1alpha1.RevocationReason, error) {
 type target struct {
 	what string
 	spec certv1alpha1.RevocationSpec
+	// cert is the certificate, when the user named it by its request:
+	// its subject and serial number are printed with the outcome.
+	cert *x509.Certificate
 	// err is why the certificate could not be found (reported per target).
 	err error
 }
@@ -179,7 +185,7 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 		if err != nil {
 			t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(err))
 		} else {
-			t.spec.CertificateSHA256, t.err = leafSHA256(t.what, csr.Status.Certificate)
+			t.cert, t.spec.CertificateSHA256, t.err = issuedTo(t.what, requestKeyPEM(csr.Spec.Request), csr.Status.Certificate)
 		}
 		out = append(out, t)
 	}
@@ -192,7 +198,7 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 			} else if csr, getErr := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); getErr != nil {
 				t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(getErr))
 			} else {
-				t.spec.CertificateSHA256, t.err = leafSHA256(t.what, csr.Status.Certificate)
+				t.cert, t.spec.CertificateSHA256, t.err = issuedTo(t.what, requestKeyPEM(csr.Spec.Request), csr.Status.Certificate)
 			}
 			out = append(out, t)
 		}
@@ -211,7 +217,7 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 			} else if pcr, getErr := kube.CertificatesV1().PodCertificateRequests(ns).Get(ctx, name, metav1.GetOptions{}); getErr != nil {
 				t.err = fmt.Errorf("cannot read %s: %s", t.what, statusMessage(getErr))
 			} else {
-				t.spec.CertificateSHA256, t.err = leafSHA256(t.what, []byte(pcr.Status.CertificateChain))
+				t.cert, t.spec.CertificateSHA256, t.err = issuedTo(t.what, requestKeyDER("spec.stubPKCS10Request", pcr.Spec.StubPKCS10Request), []byte(pcr.Status.CertificateChain))
 			}
 			out = append(out, t)
 		}
@@ -232,17 +238,66 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 	return out
 }
 
-// leafSHA256 is the SHA-256 of the first certificate of an issued chain.
-func leafSHA256(what string, chain []byte) (string, error) {
+// issuedTo is the certificate issued for a request, and its SHA-256: the
+// first certificate (the leaf) of chain, which must certify the request's
+// own public key. The chain is written by the request's signer, not by its
+// requester (an external signer with "sign" on its signer name; for host
+// requests, whoever may sign in the host cluster): a signer that put there
+// the certificate of another key (another signer's, a control-plane
+// component's) would otherwise have an operator who may revoke both revoke
+// that certificate in the name of this request (confused deputy).
+func issuedTo(what string, requestKey func() (crypto.PublicKey, error), chain []byte) (*x509.Certificate, string, error) {
 	if len(chain) == 0 {
-		return "", fmt.Errorf("%s has no certificate: nothing to revoke (it was not issued, or not yet)", what)
+		return nil, "", fmt.Errorf("%s has no certificate: nothing to revoke (it was not issued, or not yet)", what)
 	}
 	certs, err := strictpem.Certificates(chain, 16)
 	if err != nil {
-		return "", fmt.Errorf("%s: the certificate does not parse: %w", what, err)
+		return nil, "", fmt.Errorf("%s: the certificate does not parse: %w", what, err)
 	}
-	sum := sha256.Sum256(certs[0].Raw)
-	return hex.EncodeToString(sum[:]), nil
+	leaf := certs[0]
+	key, err := requestKey()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: cannot read the public key of its request, so cannot tell that its certificate is the one issued for it: %w", what, err)
+	}
+	if !signing.PublicKeysEqual(key, leaf.PublicKey) {
+		return nil, "", fmt.Errorf("%s: refusing to revoke its certificate (subject %q, serial %s): it is not for the request's public key, "+
+			"so it was not issued for this request (its signer put another key's certificate in its status); revoke a certificate you have checked with --sha256",
+			what, leaf.Subject.String(), leaf.SerialNumber.Text(16))
+	}
+	sum := sha256.Sum256(leaf.Raw)
+	return leaf, hex.EncodeToString(sum[:]), nil
+}
+
+// requestKeyPEM reads the public key of a PEM PKCS#10 request
+// (spec.request), whose first block is the request (a rekey request may
+// be followed by TPM attestation blocks). The server checked the
+// request's signature at create.
+func requestKeyPEM(request []byte) func() (crypto.PublicKey, error) {
+	return func() (crypto.PublicKey, error) {
+		blocks, err := strictpem.Decode(request, 3)
+		if err != nil {
+			return nil, fmt.Errorf("spec.request: %w", err)
+		}
+		if len(blocks) == 0 || blocks[0].Type != "CERTIFICATE REQUEST" {
+			return nil, errors.New(`spec.request: the first PEM block is not a "CERTIFICATE REQUEST"`)
+		}
+		return requestKeyDER("spec.request", blocks[0].Bytes)()
+	}
+}
+
+// requestKeyDER reads the public key of a DER PKCS#10 request (a
+// PodCertificateRequest's spec.stubPKCS10Request).
+func requestKeyDER(field string, der []byte) func() (crypto.PublicKey, error) {
+	return func() (crypto.PublicKey, error) {
+		csr, err := x509.ParseCertificateRequest(der)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the PKCS#10 request does not parse: %w", field, err)
+		}
+		if csr.PublicKey == nil {
+			return nil, fmt.Errorf("%s: the key type of the PKCS#10 request is not supported", field)
+		}
+		return csr.PublicKey, nil
+	}
 }
 
 // normalizeHex lowercases hex without colons (as openssl prints it) and
@@ -282,7 +337,7 @@ func (o *revokeOptions) revoke(ctx context.Context, client clientset.Interface, 
 				detail = fmt.Sprintf(" (%s, at %s by %s)", existing.Spec.Reason, existing.Status.RevocationTime.UTC().Format("2006-01-02T15:04:05Z"), existing.Status.RevokedBy)
 			}
 		}
-		o.print(name, t.what, "already revoked"+detail)
+		o.print(name, t.what, "already revoked"+detail+certificateDetail(t))
 		return nil
 	}
 	if err != nil {
@@ -292,8 +347,17 @@ func (o *revokeOptions) revoke(ctx context.Context, client clientset.Interface, 
 	if reason == "" {
 		reason = t.spec.Reason
 	}
-	o.print(created.Name, t.what, fmt.Sprintf("revoked (%s)", reason))
+	o.print(created.Name, t.what, fmt.Sprintf("revoked (%s)", reason)+certificateDetail(t))
 	return nil
+}
+
+// certificateDetail says which certificate a request named: what the
+// operator can check against what they meant to revoke.
+func certificateDetail(t target) string {
+	if t.cert == nil {
+		return ""
+	}
+	return fmt.Sprintf(": subject %q, serial %s, issued for %s", t.cert.Subject.String(), t.cert.SerialNumber.Text(16), t.what)
 }
 
 func (o *revokeOptions) print(name, what, outcome string) {

@@ -33,7 +33,18 @@ import (
 // testChain is a PEM leaf followed by its issuer, and the leaf's SHA-256.
 func testChain(t *testing.T, cn string) ([]byte, string) {
 	t.Helper()
+	chain, sum, _ := testIssued(t, cn)
+	return chain, sum
+}
+
+// testIssued is testChain and the DER PKCS#10 request for the leaf's key.
+func testIssued(t *testing.T, cn string) ([]byte, string, []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,21 +62,26 @@ func testChain(t *testing.T, cn string) ([]byte, string) {
 		}
 		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
 	}
-	return chain, leafSum
+	return chain, leafSum, request
+}
+
+func requestPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
 func TestRevoke(t *testing.T) {
-	issuedPEM, issuedSum := testChain(t, "alice")
-	hostPEM, hostSum := testChain(t, "system:node:n1")
-	pcrPEM, pcrSum := testChain(t, "pod")
+	issuedPEM, issuedSum, issuedRequest := testIssued(t, "alice")
+	hostPEM, hostSum, hostRequest := testIssued(t, "system:node:n1")
+	pcrPEM, pcrSum, pcrRequest := testIssued(t, "pod")
 	_, otherSum := testChain(t, "bob")
-	issued := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "issued"}, Status: certv1alpha1.CertificateSigningRequestStatus{Certificate: issuedPEM}}
+	issued := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "issued"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: requestPEM(issuedRequest)},
+		Status: certv1alpha1.CertificateSigningRequestStatus{Certificate: issuedPEM}}
 	pending := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "pending"}}
 	revokedBefore := &certv1alpha1.Revocation{ObjectMeta: metav1.ObjectMeta{Name: otherSum},
 		Spec:   certv1alpha1.RevocationSpec{CertificateSHA256: otherSum, Reason: certv1alpha1.RevocationReasonKeyCompromise},
 		Status: certv1alpha1.RevocationStatus{RevokedBy: "carol", RevocationTime: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}}
-	hostCSR := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-x"}, Status: certificatesv1.CertificateSigningRequestStatus{Certificate: hostPEM}}
-	pcr := &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "team-a"}, Status: certificatesv1.PodCertificateRequestStatus{CertificateChain: string(pcrPEM)}}
+	hostCSR := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-x"}, Spec: certificatesv1.CertificateSigningRequestSpec{Request: requestPEM(hostRequest)}, Status: certificatesv1.CertificateSigningRequestStatus{Certificate: hostPEM}}
+	pcr := &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "team-a"}, Spec: certificatesv1.PodCertificateRequestSpec{StubPKCS10Request: pcrRequest}, Status: certificatesv1.PodCertificateRequestStatus{CertificateChain: string(pcrPEM)}}
 
 	tests := map[string]struct {
 		args       []string
@@ -76,7 +92,7 @@ func TestRevoke(t *testing.T) {
 	}{
 		"a rekey request, RFC spelling of the reason": {
 			args:      []string{"issued", "--reason", "key-compromise"},
-			wantOut:   []string{revocationResource + issuedSum + " revoked (KeyCompromise)"},
+			wantOut:   []string{revocationResource + issuedSum + ` revoked (KeyCompromise): subject "CN=alice", serial 1, issued for certificatesigningrequest.certificates.rekey.io/issued`},
 			wantSpecs: []certv1alpha1.RevocationSpec{{CertificateSHA256: issuedSum, Reason: certv1alpha1.RevocationReasonKeyCompromise}},
 		},
 		"the default reason is Unspecified, -o name": {
@@ -205,6 +221,52 @@ func TestParseReason(t *testing.T) {
 	for _, in := range []string{"", "certificateHold", "removeFromCRL", "compromise"} {
 		if _, err := parseReason(in); err == nil {
 			t.Errorf("parseReason(%q) accepted", in)
+		}
+	}
+}
+
+// A request's certificate is written by its signer: revoke refuses one
+// that does not certify the request's key, for every kind of request, and
+// looks at the leaf only (a chain that carries the request's certificate
+// after another one is refused too).
+func TestRevokeChecksTheCertificateIsTheRequests(t *testing.T) {
+	ownPEM, _, ownRequest := testIssued(t, "own")
+	victimPEM, _ := testChain(t, "system:kube-scheduler")
+	client := fake.NewSimpleClientset(
+		&certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "behind"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: requestPEM(ownRequest)},
+			Status: certv1alpha1.CertificateSigningRequestStatus{Certificate: append(append([]byte(nil), victimPEM...), ownPEM...)}},
+		&certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "garbled"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: []byte("not a request")},
+			Status: certv1alpha1.CertificateSigningRequestStatus{Certificate: ownPEM}})
+	kube := kubefake.NewSimpleClientset(
+		&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-planted"}, Spec: certificatesv1.CertificateSigningRequestSpec{Request: requestPEM(ownRequest)},
+			Status: certificatesv1.CertificateSigningRequestStatus{Certificate: victimPEM}},
+		&certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "pcr-planted", Namespace: "team-a"}, Spec: certificatesv1.PodCertificateRequestSpec{StubPKCS10Request: ownRequest},
+			Status: certificatesv1.PodCertificateRequestStatus{CertificateChain: string(victimPEM)}})
+	var out, errOut bytes.Buffer
+	cmd := newRevokeCommand(func() (clientset.Interface, error) { return client, nil },
+		func() (kubernetes.Interface, error) { return kube, nil },
+		func() (string, error) { return "team-a", nil },
+		genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
+	cmd.Flags().StringP("namespace", "n", "", "")
+	cmd.SetArgs([]string{"behind", "garbled", "--host-csr", "csr-planted", "--pcr", "team-a/pcr-planted"})
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	if err := cmd.ExecuteContext(context.Background()); err == nil {
+		t.Fatal("no error")
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "create" {
+			t.Fatalf("created %v; out %q", a, out.String())
+		}
+	}
+	for _, want := range []string{
+		`certificatesigningrequest.certificates.rekey.io/behind: refusing to revoke its certificate (subject "CN=system:kube-scheduler", serial 1): it is not for the request's public key`,
+		`certificatesigningrequest.certificates.rekey.io/garbled: cannot read the public key of its request`,
+		`certificatesigningrequest.certificates.k8s.io/csr-planted: refusing to revoke its certificate`,
+		`podcertificaterequest.certificates.k8s.io/pcr-planted (namespace team-a): refusing to revoke its certificate`,
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("errOut %q, want %q", errOut.String(), want)
 		}
 	}
 }
