@@ -50,7 +50,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("denied a body that does not decode: %v", err)
 			}
 			named := false
-			for _, id := range in.Spec.Extra.CredentialID {
+			for _, id := range in.Spec.Extra[CredentialIDKey] {
 				if s, ok := ParseCredentialID(id); ok && s == revoked {
 					named = true
 				}

@@ -216,10 +216,11 @@ func TestWebhook(t *testing.T) {
 		code   int
 		text   string
 	}{
-		"GET":           {http.MethodGet, "", http.StatusMethodNotAllowed, "POST"},
-		"not JSON":      {http.MethodPost, "{", http.StatusBadRequest, "not a SubjectAccessReview"},
-		"wrong version": {http.MethodPost, `{"apiVersion":"authorization.k8s.io/v1beta1","kind":"SubjectAccessReview"}`, http.StatusBadRequest, "subjectAccessReviewVersion: v1"},
-		"too large":     {http.MethodPost, `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","x":"` + strings.Repeat("a", MaxRequestBytes) + `"}`, http.StatusRequestEntityTooLarge, "larger than"},
+		"GET":            {http.MethodGet, "", http.StatusMethodNotAllowed, "POST"},
+		"not JSON":       {http.MethodPost, "{", http.StatusBadRequest, "not a SubjectAccessReview"},
+		"wrong version":  {http.MethodPost, `{"apiVersion":"authorization.k8s.io/v1beta1","kind":"SubjectAccessReview"}`, http.StatusBadRequest, "subjectAccessReviewVersion: v1"},
+		"large, broken":  {http.MethodPost, `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","x":"` + strings.Repeat("a", MaxRequestBytes) + `"`, http.StatusBadRequest, "not a SubjectAccessReview"},
+		"large, v1beta1": {http.MethodPost, `{"apiVersion":"authorization.k8s.io/v1beta1","kind":"SubjectAccessReview","x":"` + strings.Repeat("a", MaxRequestBytes) + `"}`, http.StatusBadRequest, "subjectAccessReviewVersion: v1"},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(c.method, Path, strings.NewReader(c.body)))
@@ -227,13 +228,39 @@ func TestWebhook(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d containing %q", name, rec.Code, rec.Body, c.code, c.text)
 		}
 	}
-	// Too large without Content-Length (chunked): read up to the cap only.
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(strings.Repeat(" ", MaxRequestBytes+10)))
-	req.ContentLength = -1
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusRequestEntityTooLarge {
-		t.Errorf("chunked too large: %d", rec.Code)
+	// Too large, with or without Content-Length (chunked): Deny, not an
+	// HTTP error (kube-apiserver would apply its failurePolicy), reading
+	// up to the cap only.
+	for _, length := range []int64{MaxReviewBytes + 10, -1} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(strings.Repeat(" ", MaxReviewBytes+10)))
+		req.ContentLength = length
+		h.ServeHTTP(rec, req)
+		want := "rekey: the SubjectAccessReview is larger than 8388608 bytes; a request that cannot be checked is refused"
+		if st := decodeStatus(t, rec); rec.Code != http.StatusOK || !st.Denied || st.Reason != want {
+			t.Errorf("too large, Content-Length %d: %d %+v, want 200 denied %q", length, rec.Code, st, want)
+		}
+	}
+	// A large review (past what is decoded at once) is decided all the
+	// same, whichever order its fields come in; chunked too.
+	padding := `"resourceAttributes":{"verb":"list","labelSelector":{"requirements":[` + strings.Repeat(`{"key":"k","operator":"NotIn","values":["v"]},`, 3000) + `{"key":"k","operator":"Exists"}]}}`
+	for name, body := range map[string]string{
+		"extra last":  `{"kind":"SubjectAccessReview","spec":{` + padding + `,"extra":{"authentication.kubernetes.io/credential-id":["X509SHA256=` + Hex(a) + `"]}},"apiVersion":"authorization.k8s.io/v1"}`,
+		"extra first": `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"extra":{"authentication.kubernetes.io/credential-id":["X509SHA256=` + Hex(a) + `"]},` + padding + `}}`,
+	} {
+		for _, length := range []int64{int64(len(body)), -1} {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
+			req.ContentLength = length
+			h.ServeHTTP(rec, req)
+			if st := decodeStatus(t, rec); !st.Denied {
+				t.Errorf("large review (%d bytes), %s, Content-Length %d: %+v, want denied", len(body), name, length, st)
+			}
+		}
+	}
+	big := `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"extra":{"authentication.kubernetes.io/credential-id":["X509SHA256=` + Hex(b) + `"]},` + padding + `}}`
+	if st := decodeStatus(t, post(h, []byte(big))); st.Denied || st.Allowed {
+		t.Errorf("large review of a certificate not revoked: %+v, want NoOpinion", st)
 	}
 }
 
@@ -258,9 +285,10 @@ func TestWebhookAllocations(t *testing.T) {
 		h.ServeHTTP(w, req)
 	})
 	// Only the decoding's (the struct decoded into, the decoder's state and
-	// scanner, the apiVersion, kind and credential-id strings and their
-	// slice): reading the body, the lookup and the answer allocate nothing.
-	if allocs > 13 {
+	// scanner, the apiVersion, kind and credential-id strings, the extra
+	// map, its key and the value's slice): reading the body, the lookup
+	// and the answer allocate nothing.
+	if allocs > 19 {
 		t.Errorf("%v allocations per NoOpinion decision", allocs)
 	}
 	t.Logf("%v allocations per NoOpinion decision", allocs)
@@ -275,6 +303,12 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// The read and write deadlines, as a server's connection has them (a
+// ResponseWriter without them makes ResponseController allocate its
+// ErrNotSupported).
+func (d *discard) SetReadDeadline(time.Time) error  { return nil }
+func (d *discard) SetWriteDeadline(time.Time) error { return nil }
 
 func BenchmarkWebhook(b *testing.B) {
 	set := NewSet()
@@ -343,5 +377,50 @@ func TestWithAuthenticator(t *testing.T) {
 	}), time.Second).AuthenticateRequest(req)
 	if ok || err == nil || err.Error() != "bad" {
 		t.Errorf("inner error: ok=%v err=%v", ok, err)
+	}
+}
+
+// Large reviews are read a few at a time (their memory bounded whoever
+// sends them); one that finds no slot before its deadline is denied, not
+// failed (an HTTP error would let kube-apiserver's failurePolicy decide).
+func TestWebhookLargeReviewsBounded(t *testing.T) {
+	notRevoked := sum("not revoked, large")
+	set, _ := setWith(t)
+	h := NewWebhook(set)
+	padding := `"resourceAttributes":{"verb":"list","labelSelector":{"requirements":[` + strings.Repeat(`{"key":"k","operator":"NotIn","values":["v"]},`, 3000) + `{"key":"k","operator":"Exists"}]}}`
+	body := `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{` + padding + `,"extra":{"authentication.kubernetes.io/credential-id":["X509SHA256=` + Hex(notRevoked) + `"]}}}`
+	if len(body) <= MaxRequestBytes {
+		t.Fatalf("the review is %d bytes, not past the fast path", len(body))
+	}
+	for range largeSlots {
+		large <- struct{}{}
+	}
+	freed := false
+	free := func() {
+		if !freed {
+			for range largeSlots {
+				<-large
+			}
+			freed = true
+		}
+	}
+	t.Cleanup(free)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body)).WithContext(ctx))
+	if st := decodeStatus(t, rec); rec.Code != http.StatusOK || !st.Denied || !strings.Contains(st.Reason, "cannot be checked") {
+		t.Errorf("large review with every slot taken: %d %+v, want 200 denied", rec.Code, st)
+	}
+	// A small one does not wait for a slot.
+	if st := decodeStatus(t, post(h, sar(map[string]authorizationv1.ExtraValue{CredentialIDKey: {CredentialIDPrefix + Hex(notRevoked)}}))); st.Denied {
+		t.Errorf("small review with every large slot taken: %+v, want NoOpinion", st)
+	}
+	free()
+	if st := decodeStatus(t, post(h, []byte(body))); st.Denied || st.Allowed {
+		t.Errorf("large review with slots free: %+v, want NoOpinion", st)
+	}
+	if len(large) != 0 {
+		t.Errorf("%d large slots still taken after the requests", len(large))
 	}
 }

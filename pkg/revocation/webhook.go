@@ -1,6 +1,7 @@
 package revocation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,43 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// MaxRequestBytes bounds a SubjectAccessReview's body. kube-apiserver's
-// reviews are a few hundred bytes to a few kilobytes (the user's groups
-// and extra); 64 KiB leaves room for large group lists and keeps what an
-// unauthenticated client can make the webhook read small.
+// MaxRequestBytes is the largest SubjectAccessReview the webhook reads
+// into a pooled buffer (its fast path). kube-apiserver's reviews are a few
+// hundred bytes to a few kilobytes (the user's groups and extra, the
+// request's attributes).
 const MaxRequestBytes = 64 << 10
+
+// MaxReviewBytes bounds any review. A larger one than MaxRequestBytes is a
+// list or watch whose client made its label or field selector long:
+// kube-apiserver copies every requirement into the review. kube-apiserver
+// takes at most 1 MiB of request headers (the URL, selectors included),
+// which the review's JSON grows about sixfold at worst: 8 MiB is above
+// anything kube-apiserver sends. The client of a revoked certificate must
+// not escape the check by making the review large: an HTTP error makes
+// kube-apiserver apply its failurePolicy (NoOpinion: RBAC decides), so a
+// larger review is answered Deny, not 413.
+const MaxReviewBytes = 8 << 20
+
+// largeSlots is how many reviews over MaxRequestBytes are read at once:
+// memory for them stays bounded (each buffer up to MaxReviewBytes, twice
+// that while a body of unknown length grows) whoever sends them.
+const largeSlots = 4
+
+// largeWait bounds how long a large review waits for a slot: below
+// kube-apiserver's webhook timeout (3s in docs/revocation.md), so that the
+// answer (Deny: it could not be checked) reaches it rather than a timeout
+// (failurePolicy).
+const largeWait = 2 * time.Second
+
+// ReadTimeout bounds how long the webhook reads a review's body (a client
+// that trickles it, or never sends it, holds a goroutine and a buffer),
+// and WriteTimeout how long it writes the answer. The webhook is served
+// outside the generic chain's request timeout, to anyone; kube-apiserver
+// sends a review in one write and reads the answer at once.
+const (
+	ReadTimeout  = 5 * time.Second
+	WriteTimeout = 10 * time.Second
+)
 
 // Path is where rekey serves the webhook, without authentication.
 const Path = "/revocation/authorize"
@@ -25,15 +58,17 @@ const Path = "/revocation/authorize"
 const reviewAPIVersion, reviewKind = "authorization.k8s.io/v1", "SubjectAccessReview"
 
 // review is the part of a SubjectAccessReview v1 the webhook reads: other
-// fields (the user's groups, the attributes, every other extra) are skipped
-// by the decoder without being stored.
+// fields (the user's groups, the attributes) are skipped by the decoder
+// without being stored. extra is a map, not a struct field named after
+// the credential-id key: encoding/json matches struct fields
+// case-insensitively with Unicode folding, the last match winning, so a
+// look-alike key sorted after the real one would replace it; the webhook
+// must read exactly the key kube-apiserver's matchConditions read.
 type review struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Spec       struct {
-		Extra struct {
-			CredentialID []string `json:"authentication.kubernetes.io/credential-id"`
-		} `json:"extra"`
+		Extra map[string][]string `json:"extra"`
 	} `json:"spec"`
 }
 
@@ -74,8 +109,16 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.fail(w, http.StatusMethodNotAllowed, "the revocation webhook takes POST of a SubjectAccessReview (authorization.k8s.io/v1)")
 		return
 	}
-	if req.ContentLength > MaxRequestBytes {
-		h.fail(w, http.StatusRequestEntityTooLarge, "the SubjectAccessReview is larger than "+strconv.Itoa(MaxRequestBytes)+" bytes")
+	// Not supported by every ResponseWriter (a test recorder): then the
+	// server's own timeouts are all there is. The write deadline is taken
+	// off again: on HTTP/1 it would stay on the kept-alive connection.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(start.Add(ReadTimeout))
+	if rc.SetWriteDeadline(start.Add(WriteTimeout)) == nil {
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
+	if req.ContentLength > MaxReviewBytes {
+		h.deny(w, tooLarge)
 		return
 	}
 	bp := bufs.Get().(*[]byte)
@@ -85,11 +128,24 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			bufs.Put(bp)
 		}
 	}()
-	body, err := readAtMost(req.Body, (*bp)[:0], MaxRequestBytes)
-	*bp = body
-	if errors.Is(err, errTooLarge) {
-		h.fail(w, http.StatusRequestEntityTooLarge, "the SubjectAccessReview is larger than "+strconv.Itoa(MaxRequestBytes)+" bytes")
-		return
+	var body []byte
+	var err error
+	if req.ContentLength <= MaxRequestBytes {
+		body, err = readAtMost(req.Body, (*bp)[:0], MaxRequestBytes)
+		*bp = body
+	}
+	if req.ContentLength > MaxRequestBytes || errors.Is(err, errTooLarge) {
+		release, ok := acquireLarge(req.Context(), start.Add(largeWait))
+		if !ok {
+			h.deny(w, tooBusy)
+			return
+		}
+		defer release()
+		body, err = readLarge(req.Body, body, req.ContentLength)
+		if errors.Is(err, errTooLarge) {
+			h.deny(w, tooLarge)
+			return
+		}
 	}
 	if err != nil {
 		h.fail(w, http.StatusBadRequest, "reading the SubjectAccessReview: "+err.Error())
@@ -105,7 +161,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.fail(w, http.StatusServiceUnavailable, "the revocations are not loaded yet")
 		return
 	}
-	for _, id := range r.Spec.Extra.CredentialID {
+	for _, id := range r.Spec.Extra[CredentialIDKey] {
 		e, ok := h.set.LookupCredentialID(id)
 		if !ok {
 			continue
@@ -120,6 +176,64 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	noOpinionCount.Inc()
 	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(noOpinion)
+}
+
+// Reasons of the Deny given for a review the webhook could not check: an
+// HTTP error would make kube-apiserver apply its failurePolicy, which may
+// let the request through.
+var (
+	tooLarge = "rekey: the SubjectAccessReview is larger than " + strconv.Itoa(MaxReviewBytes) + " bytes; a request that cannot be checked is refused"
+	tooBusy  = "rekey: too many large SubjectAccessReviews at once; a request that cannot be checked is refused"
+)
+
+// deny answers Deny with reason.
+func (h *Webhook) deny(w http.ResponseWriter, reason string) {
+	denyCount.Inc()
+	klog.Background().V(2).Info("Revocation webhook refused a review it could not check", "reason", reason)
+	b := []byte(`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":false,"denied":true,"reason":`)
+	b = appendJSONString(b, []byte(reason))
+	b = append(b, "}}\n"...)
+	w.Header()["Content-Type"] = jsonContentType
+	_, _ = w.Write(b)
+}
+
+// large admits largeSlots large reviews at once.
+var large = make(chan struct{}, largeSlots)
+
+// acquireLarge waits for a slot for a large review until deadline or the
+// request's end.
+func acquireLarge(ctx context.Context, deadline time.Time) (release func(), ok bool) {
+	release = func() { <-large }
+	select {
+	case large <- struct{}{}:
+		return release, true
+	default:
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case large <- struct{}{}:
+		return release, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, false
+}
+
+// readLarge reads the rest of a large review after head (what was read
+// already), into a buffer of its own: of the announced length when known,
+// grown up to MaxReviewBytes otherwise.
+func readLarge(r io.Reader, head []byte, contentLength int64) ([]byte, error) {
+	size := len(head) + 64<<10
+	if contentLength > 0 {
+		size = int(contentLength) + 1 // +1: reads EOF without growing
+	}
+	buf := make([]byte, len(head), size)
+	copy(buf, head)
+	return readAtMost(r, buf, MaxReviewBytes)
 }
 
 // decode reads a SubjectAccessReview v1 into r.
