@@ -212,8 +212,8 @@ func (m ClientCertificateMinter) RevokeWithOld(ctx context.Context, rc *rotation
 	case err != nil:
 		return &MintError{Reason: "RevokeFailed", Err: fmt.Errorf("reading request %s: %w", name, err)}
 	case ownRequest(csr, rc):
-		if issued, perr := validation.ParseCertificateChain(csr.Status.Certificate); perr == nil && len(issued) > 0 {
-			certs = append(certs, issued[0])
+		if cert := certificateOfRequest(csr); cert != nil {
+			certs = append(certs, cert)
 		}
 	}
 	done := map[string]bool{}
@@ -257,12 +257,51 @@ func (m ClientCertificateMinter) revokeCertificate(ctx context.Context, rc *rota
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		return nil
-	case apierrors.IsNotFound(err), strings.Contains(err.Error(), "no certificate rekey issued"):
+	case notIssued(err):
 		// The server has no record of it: expired meanwhile (records of
 		// expired certificates are pruned), or its CA key destroyed.
 		return nil
 	}
 	return &MintError{Reason: "RevokeFailed", Err: fmt.Errorf("revoking the certificate of generation %d (SHA-256 %s): %w", generation, sha, err)}
+}
+
+// notIssued says whether err is the Revocation storage's answer for a
+// certificate rekey has no issuance record of
+// (pkg/registry/certificates/revocation: 404 with details group
+// certificates.rekey.io, kind revocations, no name, and this message).
+// Any other 404 is retried: it also comes from a server that does not serve
+// revocations (a replica of an earlier version during a rolling upgrade:
+// the aggregator may send the create to any replica), and taking it for
+// "nothing left to revoke" would leave the certificate never revoked.
+func notIssued(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	return st.Details != nil && st.Details.Group == certv1alpha1.GroupName && st.Details.Kind == "revocations" && st.Details.Name == "" &&
+		strings.HasPrefix(st.Message, "no certificate rekey issued has ")
+}
+
+// certificateOfRequest is the leaf of the request's certificate when it
+// certifies the request's own key, else nil. The status is written by the
+// request's signer, which may be an external one: a certificate of another
+// key there (another signer's, a control-plane component's) must not be
+// revoked by rekey's controllers in this generation's name.
+func certificateOfRequest(csr *certv1alpha1.CertificateSigningRequest) *x509.Certificate {
+	issued, err := validation.ParseCertificateChain(csr.Status.Certificate)
+	if err != nil || len(issued) == 0 {
+		return nil
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != validation.CertificateRequestPEMType {
+		return nil
+	}
+	request, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil || !signing.PublicKeysEqual(request.PublicKey, issued[0].PublicKey) {
+		return nil
+	}
+	return issued[0]
 }
 
 // AnnotationRevokedGeneration, on a Revocation rekey made, names the

@@ -50,6 +50,21 @@ func testPair(t *testing.T, notAfter time.Time) (certPEM, keyPEM []byte, sha str
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), hex.EncodeToString(sum[:])
 }
 
+// requestFor is a PEM PKCS#10 request for the key of keyPEM (testPair's).
+func requestFor(t *testing.T, keyPEM []byte) []byte {
+	t.Helper()
+	block, _ := pem.Decode(keyPEM)
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "app"}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
 func revocationsCreated(client *fake.Clientset) []*certv1alpha1.Revocation {
 	var out []*certv1alpha1.Revocation
 	for _, a := range client.Actions() {
@@ -72,7 +87,13 @@ func TestClientCertificateRevokesTheOldCertificate(t *testing.T) {
 	expiredCrt, expiredKey, _ := testPair(t, time.Now().Add(-time.Minute))
 	reqCrt, reqKey, reqSHA := testPair(t, future)
 	ownWithCert := plantedRequest(rc, serveridentity.UserName, string(rc.UID))
+	ownWithCert.Spec.Request = requestFor(t, reqKey)
 	ownWithCert.Status.Certificate = reqCrt
+	// The request's signer (an external one) put another key's
+	// certificate in the status.
+	ownWithOtherKeys := plantedRequest(rc, serveridentity.UserName, string(rc.UID))
+	ownWithOtherKeys.Spec.Request = requestFor(t, otherKey)
+	ownWithOtherKeys.Status.Certificate = reqCrt
 	plantedWithCert := plantedRequest(rc, "mallory", string(rc.UID))
 	plantedWithCert.Status.Certificate = reqCrt
 	notFound := apierrors.NewNotFound(certv1alpha1.Resource("revocations"), "")
@@ -92,6 +113,11 @@ func TestClientCertificateRevokesTheOldCertificate(t *testing.T) {
 		"already revoked is done": {old: map[string][]byte{"tls.crt": oldCrt, "tls.key": oldKey},
 			createErr: apierrors.NewAlreadyExists(certv1alpha1.Resource("revocations"), oldSHA), want: []string{oldSHA}},
 		"a certificate rekey no longer knows is done": {old: map[string][]byte{"tls.crt": oldCrt, "tls.key": oldKey}, createErr: notFound, want: []string{oldSHA}},
+		// Only the storage's own answer: a 404 for another reason (a
+		// server that does not serve revocations) is retried.
+		"another 404 is retried": {old: map[string][]byte{"tls.crt": oldCrt, "tls.key": oldKey},
+			createErr: apierrors.NewNotFound(certv1alpha1.Resource("revocations"), oldSHA), want: []string{oldSHA}, wantErr: "RevokeFailed"},
+		"a request whose certificate is for another key": {request: ownWithOtherKeys},
 		"another failure is retried, the request kept": {old: map[string][]byte{"tls.crt": oldCrt, "tls.key": oldKey}, request: plantedRequest(rc, serveridentity.UserName, string(rc.UID)),
 			createErr: apierrors.NewInternalError(errors.New("etcd down")), want: []string{oldSHA}, wantErr: "RevokeFailed", wantRequest: true},
 		// Whoever may write the Secret must not have rekey revoke a
