@@ -1,11 +1,15 @@
 package revocation
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -422,5 +426,46 @@ func TestWebhookLargeReviewsBounded(t *testing.T) {
 	}
 	if len(large) != 0 {
 		t.Errorf("%d large slots still taken after the requests", len(large))
+	}
+}
+
+// The webhook's write deadline is an HTTP/1 connection's: it must not
+// outlive the answer, or the next request on the kept-alive connection
+// (any the server answers there) fails once it has passed. net/http takes
+// it off after each response (the webhook relies on that).
+func TestWebhookWriteDeadlineDoesNotOutliveTheAnswer(t *testing.T) {
+	old := writeTimeout
+	writeTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { writeTimeout = old })
+	set, _ := setWith(t)
+	mux := http.NewServeMux()
+	mux.Handle(Path, NewWebhook(set))
+	mux.HandleFunc("/other", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"allowed":false}`) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	// One connection, by hand: a client would retry on a new one.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	br := bufio.NewReader(conn)
+	body := sar(map[string]authorizationv1.ExtraValue{CredentialIDKey: {CredentialIDPrefix + Hex(sum("x"))}})
+	for i, path := range []string{Path, "/other"} {
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: rekey\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the kept-alive connection: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"allowed":false`)) {
+			t.Fatalf("request %d: %d %q %v", i, resp.StatusCode, b, err)
+		}
+		// Past the first answer's write deadline.
+		time.Sleep(3 * writeTimeout)
 	}
 }

@@ -52,6 +52,9 @@ const (
 	WriteTimeout = 10 * time.Second
 )
 
+// writeTimeout is WriteTimeout, shortened by tests.
+var writeTimeout = WriteTimeout
+
 // Path is where rekey serves the webhook, without authentication.
 const Path = "/revocation/authorize"
 
@@ -110,13 +113,13 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	// Not supported by every ResponseWriter (a test recorder): then the
-	// server's own timeouts are all there is. The write deadline is taken
-	// off again: on HTTP/1 it would stay on the kept-alive connection.
+	// server's own timeouts are all there is. HTTP/2 deadlines are the
+	// stream's; HTTP/1's are the connection's, and net/http takes the
+	// write deadline off after the answer is flushed (the read deadline
+	// when it reads the next request), so neither outlives this request.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(start.Add(ReadTimeout))
-	if rc.SetWriteDeadline(start.Add(WriteTimeout)) == nil {
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	}
+	_ = rc.SetWriteDeadline(start.Add(writeTimeout))
 	if req.ContentLength > MaxReviewBytes {
 		h.deny(w, tooLarge)
 		return
