@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
@@ -35,12 +38,33 @@ type RevokedError struct {
 
 func (e *RevokedError) Error() string { return "the certificate is revoked: " + e.Message }
 
-// revokedReason finds the webhook's reason in a message. Only the hash
-// that the message names counts: a pair is discarded only when the server
-// said that this very certificate is revoked.
-var revokedReason = regexp.MustCompile(`X509SHA256=([0-9a-fA-F]{64}) was revoked`)
+// authorizerRefusal is the sentence kube-apiserver writes when an
+// authorizer denies a request (k8s.io/apiserver
+// endpoints/handlers/responsewriters.ForbiddenStatusError), after the
+// "<resource> is forbidden: " of a Forbidden status, with the denying
+// authorizer's reason after ": ". That reason must be rekey's webhook's:
+// "rekey: certificate X509SHA256=<hex> was revoked (<reason>) at <time>".
+// The user name, verb, resource, group, namespace and path are Go-quoted
+// (%q); the user is the agent's own.
+var authorizerRefusal = regexp.MustCompile(`^User ` + quoted + ` cannot [^ ]+ ` +
+	`(?:path ` + quoted + `|resource ` + quoted + ` in API group ` + quoted + ` (?:at the cluster scope|in the namespace ` + quoted + `))` +
+	`: rekey: certificate X509SHA256=([0-9a-fA-F]{64}) was revoked(?: |$)`)
+
+// quoted is a string as Go's %q writes it.
+const quoted = `"(?:[^"\\]|\\.)*"`
 
 // AsRevoked returns the revocation a 403 reports, nil for any other error.
+//
+// Only kube-apiserver's refusal by an authorizer, whose reason is rekey's
+// webhook's, counts: a 403 Forbidden status whose message is exactly that
+// sentence. The hash is no secret and other 403s carry text others wrote:
+// an admission webhook's or a ValidatingAdmissionPolicy's denial (its
+// messageExpression may quote the request's credential-id) starts
+// differently ("admission webhook ... denied the request: ...",
+// "ValidatingAdmissionPolicy ... denied request: ...") and must not make
+// the agent discard a good pair. Only the hash that the message names
+// counts too: callers compare it with their certificate's.
+//
 // A 401 is not taken for one: the server then did not say why (an
 // untrusted CA, an expired certificate), and discarding a pair on a guess
 // could leave a node whose bootstrap credentials have expired with none.
@@ -49,19 +73,42 @@ func AsRevoked(err error) *RevokedError {
 	if errors.As(err, &revoked) {
 		return revoked
 	}
-	if !apierrors.IsForbidden(err) {
-		return nil
-	}
 	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
+	if err == nil || !errors.As(err, &status) {
 		return nil
 	}
-	msg := status.Status().Message
-	m := revokedReason.FindStringSubmatch(msg)
+	st := status.Status()
+	if st.Code != http.StatusForbidden || st.Reason != metav1.StatusReasonForbidden {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(st.Message, forbiddenPrefix(st.Details))
+	if !ok {
+		return nil
+	}
+	m := authorizerRefusal.FindStringSubmatch(rest)
 	if m == nil {
 		return nil
 	}
-	return &RevokedError{SHA256: strings.ToLower(m[1]), Message: msg}
+	return &RevokedError{SHA256: strings.ToLower(m[1]), Message: st.Message}
+}
+
+// forbiddenPrefix is how apierrors.NewForbidden, with which kube-apiserver
+// refuses, begins the message: the resource (and name) of the details.
+func forbiddenPrefix(details *metav1.StatusDetails) string {
+	var gr schema.GroupResource
+	name := ""
+	if details != nil {
+		gr = schema.GroupResource{Group: details.Group, Resource: details.Kind}
+		name = details.Name
+	}
+	switch {
+	case gr.Empty():
+		return "forbidden: "
+	case name == "":
+		return gr.String() + " is forbidden: "
+	default:
+		return fmt.Sprintf("%s %q is forbidden: ", gr.String(), name)
+	}
 }
 
 // CertificateSHA256 is what kube-apiserver puts in a request's

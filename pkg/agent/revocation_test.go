@@ -17,9 +17,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
@@ -79,8 +83,7 @@ func (s *revokingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if revoked {
 		// What kube-apiserver answers when a webhook denies: the
 		// authorizer's reason after the usual sentence.
-		status(apierrors.NewForbidden(schema.GroupResource{Group: "x", Resource: "y"}, "",
-			fmt.Errorf("rekey: certificate X509SHA256=%s was revoked (KeyCompromise) at 2026-11-24T19:00:00Z", strings.ToUpper(cred))))
+		status(refusedAsRevoked(requestAttributes(r), strings.ToUpper(cred), "KeyCompromise"))
 		return
 	}
 	switch {
@@ -176,14 +179,66 @@ func TestProbeRevoked(t *testing.T) {
 	}
 }
 
+// refusedAsRevoked is kube-apiserver's 403 when rekey's webhook denies
+// the request (the authorizer's sentence, then the webhook's reason).
+func refusedAsRevoked(attrs authorizer.AttributesRecord, sha, reason string) *apierrors.StatusError {
+	return responsewriters.ForbiddenStatusError(attrs, fmt.Sprintf("rekey: certificate X509SHA256=%s was revoked (%s) at 2026-11-24T19:00:00Z", sha, reason))
+}
+
+// requestAttributes is, roughly, what kube-apiserver's authorizers are
+// asked about r (/apis/GROUP/VERSION/RESOURCE[/NAME[/SUBRESOURCE]]).
+func requestAttributes(r *http.Request) authorizer.AttributesRecord {
+	attrs := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "system:node:n1"}, Verb: "get", Path: r.URL.Path}
+	if r.Method == http.MethodPost {
+		attrs.Verb = "create"
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 4 || parts[0] != "apis" {
+		return attrs
+	}
+	attrs.ResourceRequest = true
+	attrs.APIGroup, attrs.APIVersion, attrs.Resource = parts[1], parts[2], parts[3]
+	if len(parts) > 4 {
+		attrs.Name = parts[4]
+	}
+	if len(parts) > 5 {
+		attrs.Subresource = parts[5]
+	}
+	return attrs
+}
+
 func TestAsRevoked(t *testing.T) {
 	sha := strings.Repeat("ab", 32)
 	gr := schema.GroupResource{Resource: "nodes"}
+	review := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "system:node:n1"}, Verb: "create", ResourceRequest: true,
+		APIGroup: "authentication.k8s.io", APIVersion: "v1", Resource: "selfsubjectreviews"}
+	namespaced := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: `odd "name" <&>: rekey: certificate X509SHA256=` + sha + " was revoked"}, Verb: "watch", ResourceRequest: true,
+		APIGroup: "certificates.rekey.io", APIVersion: "v1alpha1", Resource: "signers", Subresource: "status", Name: "s", Namespace: "ns"}
+	nonResource := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "system:node:n1"}, Verb: "get", Path: "/healthz"}
 	for name, tc := range map[string]struct {
 		err  error
 		want string
 	}{
-		"the webhook's 403":      {apierrors.NewForbidden(gr, "n1", fmt.Errorf("rekey: certificate X509SHA256=%s was revoked (Unspecified) at t", sha)), sha},
+		"the webhook's 403":                  {refusedAsRevoked(review, sha, "Unspecified"), sha},
+		"upper case hex":                     {refusedAsRevoked(review, strings.ToUpper(sha), "Unspecified"), sha},
+		"a namespaced subresource, any user": {refusedAsRevoked(namespaced, sha, "KeyCompromise"), sha},
+		"a non-resource request":             {refusedAsRevoked(nonResource, sha, "KeyCompromise"), sha},
+		"the webhook's 403, wrapped":         {fmt.Errorf("renewing: %w", refusedAsRevoked(review, sha, "Unspecified")), sha},
+		// Another authorizer's reason, or rekey's reason not where the
+		// denying authorizer's goes.
+		"RBAC's refusal":                         {responsewriters.ForbiddenStatusError(review, ""), ""},
+		"another authorizer's reason quoting it": {responsewriters.ForbiddenStatusError(review, "policy: X509SHA256="+sha+" was revoked"), ""},
+		"rekey's reason without the sentence":    {apierrors.NewForbidden(gr, "n1", fmt.Errorf("rekey: certificate X509SHA256=%s was revoked (Unspecified) at t", sha)), ""},
+		"a 403 whose details are not the message's": {func() error {
+			err := refusedAsRevoked(review, sha, "Unspecified")
+			err.ErrStatus.Details.Kind = "nodes"
+			return err
+		}(), ""},
+		"a 500 with the message": {func() error {
+			err := refusedAsRevoked(review, sha, "Unspecified")
+			err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusInternalServerError, metav1.StatusReasonInternalError
+			return err
+		}(), ""},
 		"another 403":            {apierrors.NewForbidden(gr, "n1", errors.New("no RBAC")), ""},
 		"a 403 without the hash": {apierrors.NewForbidden(gr, "n1", errors.New("rekey: certificate was revoked")), ""},
 		// A 401 says nothing about why: never taken for a revocation.
@@ -360,8 +415,8 @@ func TestWatchIssuerKeepsTryingWhileRevoked(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		gets++
-		return true, nil, apierrors.NewForbidden(certv1alpha1.Resource("signers"), "x",
-			fmt.Errorf("rekey: certificate X509SHA256=%s was revoked (Unspecified) at t", strings.Repeat("cd", 32)))
+		return true, nil, refusedAsRevoked(authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "system:node:n1"}, Verb: "get", ResourceRequest: true,
+			APIGroup: certv1alpha1.GroupName, APIVersion: "v1alpha1", Resource: "signers", Name: "x"}, strings.Repeat("cd", 32), "Unspecified")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
