@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -29,7 +30,16 @@ const DefaultSyncHold = 10 * time.Second
 // storage does not answer, and then the request fails anyway. Requests
 // without such a credential-id (the controllers' own token, which the
 // informer that fills the set needs, service account tokens) never wait.
+//
+// A refusal is logged at Info once per certificate per RefusalLogInterval
+// (at V(4) otherwise): the holder of a revoked certificate chooses how
+// often it is refused, and must not be able to flood the log with it.
+// rekey_revocation_authentication_refused_total counts every one.
 func WithAuthenticator(set *Set, inner authenticator.Request, hold time.Duration) authenticator.Request {
+	return withAuthenticator(set, inner, hold, newRefusalLog(RefusalLogInterval, time.Now))
+}
+
+func withAuthenticator(set *Set, inner authenticator.Request, hold time.Duration, refusals *refusalLog) authenticator.Request {
 	RegisterMetrics()
 	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
 		resp, ok, err := inner.AuthenticateRequest(req)
@@ -57,7 +67,11 @@ func WithAuthenticator(set *Set, inner authenticator.Request, hold time.Duration
 			if e, revoked := set.Lookup(sum); revoked {
 				authnRefused.Inc()
 				reason := DenyReason(&e)
-				klog.FromContext(req.Context()).Info("Refusing a revoked certificate", "user", resp.User.GetName(), "credentialID", CredentialIDPrefix+Hex(sum), "reason", e.Reason, "revocationTime", e.RevocationTime, "signer", e.SignerName)
+				logger := klog.FromContext(req.Context())
+				if !refusals.first(sum) {
+					logger = logger.V(4)
+				}
+				logger.Info("Refusing a revoked certificate", "user", resp.User.GetName(), "credentialID", CredentialIDPrefix+Hex(sum), "reason", e.Reason, "revocationTime", e.RevocationTime, "signer", e.SignerName)
 				return nil, false, errors.New(reason)
 			}
 		}
@@ -69,4 +83,49 @@ func waitForSync(ctx context.Context, set *Set, hold time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, hold)
 	defer cancel()
 	return set.WaitForSync(ctx)
+}
+
+// RefusalLogInterval is how often a revoked certificate's refusal is logged
+// at Info at most.
+const RefusalLogInterval = time.Minute
+
+// refusalLogSize bounds the certificates refusalLog remembers: past it,
+// certificates not seen yet are logged only at V(4) until older ones age
+// out (a flood of distinct revoked certificates is still counted).
+const refusalLogSize = 4096
+
+// refusalLog remembers when each revoked certificate's refusal was last
+// logged at Info.
+type refusalLog struct {
+	interval time.Duration
+	now      func() time.Time
+	mu       sync.Mutex
+	last     map[[32]byte]time.Time
+}
+
+func newRefusalLog(interval time.Duration, now func() time.Time) *refusalLog {
+	return &refusalLog{interval: interval, now: now, last: map[[32]byte]time.Time{}}
+}
+
+// first reports whether sum's refusal is the first in its interval (and
+// records it).
+func (l *refusalLog) first(sum [32]byte) bool {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.last[sum]; ok && now.Sub(t) < l.interval {
+		return false
+	}
+	if len(l.last) >= refusalLogSize {
+		for k, t := range l.last {
+			if now.Sub(t) >= l.interval {
+				delete(l.last, k)
+			}
+		}
+		if len(l.last) >= refusalLogSize {
+			return false
+		}
+	}
+	l.last[sum] = now
+	return true
 }

@@ -16,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
@@ -467,5 +470,62 @@ func TestWebhookWriteDeadlineDoesNotOutliveTheAnswer(t *testing.T) {
 		}
 		// Past the first answer's write deadline.
 		time.Sleep(3 * writeTimeout)
+	}
+}
+
+// The holder of a revoked certificate chooses how often rekey refuses it:
+// the refusal is logged at Info once per certificate per interval (the
+// others at V(4)), counted every time.
+func TestWithAuthenticatorLogsRefusalsOncePerInterval(t *testing.T) {
+	a, b := sum("a"), sum("b")
+	set, _ := setWith(t, revocationOf(a, certv1alpha1.RevocationReasonSuperseded), revocationOf(b, certv1alpha1.RevocationReasonSuperseded))
+	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	authn := func(sum [32]byte) authenticator.Request {
+		return fakeAuthn{map[string][]string{CredentialIDKey: {CredentialIDPrefix + Hex(sum)}}}
+	}
+	refusals := newRefusalLog(time.Minute, func() time.Time { return now })
+	var logged []string
+	logger := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: 0})
+	req := httptest.NewRequest(http.MethodGet, "/apis", nil).WithContext(klog.NewContext(context.Background(), logger))
+	before, err := testutil.GetCounterMetricValue(authnRefused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
+		sum     [32]byte
+		advance time.Duration
+	}{{a, 0}, {a, time.Second}, {b, 0}, {a, 30 * time.Second}, {b, 0}, {a, 30 * time.Second}} {
+		now = now.Add(step.advance)
+		if _, ok, err := withAuthenticator(set, authn(step.sum), time.Second, refusals).AuthenticateRequest(req); ok || err == nil {
+			t.Fatalf("request %d: not refused", i)
+		}
+	}
+	// a at 0s and 61s, b at 1s: a at 1s and 31s and b at 31s are within
+	// their minute.
+	if len(logged) != 3 {
+		t.Errorf("%d refusals logged at Info, want 3: %q", len(logged), logged)
+	}
+	after, _ := testutil.GetCounterMetricValue(authnRefused)
+	if after-before != 6 {
+		t.Errorf("refusals counted: %v, want 6", after-before)
+	}
+}
+
+// The certificates remembered are bounded: past refusalLogSize a new one
+// is not logged at Info until older ones have aged out.
+func TestRefusalLogBounded(t *testing.T) {
+	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
+	l := newRefusalLog(time.Minute, func() time.Time { return now })
+	for i := range refusalLogSize {
+		if !l.first(benchSHA256(i)) {
+			t.Fatalf("certificate %d not logged", i)
+		}
+	}
+	if l.first(benchSHA256(refusalLogSize)) {
+		t.Error("logged past the bound")
+	}
+	now = now.Add(time.Minute)
+	if !l.first(benchSHA256(refusalLogSize)) || len(l.last) != 1 {
+		t.Errorf("after the interval: not logged, or %d remembered", len(l.last))
 	}
 }
