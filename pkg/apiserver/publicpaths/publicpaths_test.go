@@ -52,3 +52,51 @@ func TestMux(t *testing.T) {
 		t.Error("a nil Mux must pass everything on")
 	}
 }
+
+// Outside the generic chain's in-flight limit, each pattern serves at most
+// its budget at once (429 with Retry-After beyond), apart from the others.
+func TestMaxInFlight(t *testing.T) {
+	m := New()
+	m.SetMaxInFlight(2)
+	started, release := make(chan struct{}), make(chan struct{})
+	m.Handle("/revocation/authorize", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		started <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "webhook")
+	}))
+	m.Handle("/crl/", text("crl"))
+	h := m.Wrap(text("chain"))
+	done := make(chan int, 2)
+	for range 2 {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/revocation/authorize", nil))
+			done <- rec.Code
+		}()
+		<-started
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/revocation/authorize", nil))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("third at once: %d Retry-After %q, want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	for path, want := range map[string]string{"/crl/ca": "crl", "/apis": "chain"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != want {
+			t.Errorf("%s with the webhook's budget spent: %d %q", path, rec.Code, rec.Body.String())
+		}
+	}
+	close(release)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("a request within the budget: %d", code)
+		}
+	}
+	go func() { <-started }()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/revocation/authorize", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("after the others ended: %d, want 200", rec.Code)
+	}
+}
