@@ -121,7 +121,8 @@ fuzz:
 ## (rekey direct, aggregated, native kube-apiserver + kube-controller-manager,
 ## 5,000-node bootstrap burst, 5,000-node renewal storm after a rotation's
 ## Prepared, 5,000-consumer trust gate, 1,000 pods' PodCertificateRequests
-## beside native CSRs); the report goes to _output/benchmarks.md
+## beside native CSRs, 100 revocations to kube-apiserver's 403 and its reads
+## with and without rekey's webhook); the report goes to _output/benchmarks.md
 BENCH_ISSUANCES ?= 10000
 BENCH_BURST ?= 5000
 BENCH_STORM ?= 5000
@@ -132,7 +133,7 @@ bench:
 	hack/install-test-deps.sh
 	$(GO) build -o /dev/null ./test/bench
 	hack/build-tools.sh kube-controller-manager >/dev/null
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest ./pkg/revocation ./pkg/crl
 	mkdir -p _output
 	$(GO) run ./test/bench -issuances $(BENCH_ISSUANCES) -burst-nodes $(BENCH_BURST) \
 		-renewal-storm-nodes $(BENCH_STORM) -renewal-window $(BENCH_RENEWAL_WINDOW) -gate-consumers $(BENCH_GATE) \
