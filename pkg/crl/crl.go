@@ -287,6 +287,8 @@ func (m *Manager) forget(k key) {
 	m.mu.Unlock()
 	entriesGauge.DeleteLabelValues(k.ca, k.keyID)
 	sizeGauge.DeleteLabelValues(k.ca, k.keyID)
+	thisUpdateGauge.DeleteLabelValues(k.ca, k.keyID)
+	nextUpdateGauge.DeleteLabelValues(k.ca, k.keyID)
 }
 
 // Current returns the CRL of the CA's current key.
@@ -296,6 +298,36 @@ func (m *Manager) Current(ctx context.Context, caName string) (*CRL, error) {
 		return nil, notFound(err)
 	}
 	return m.Get(ctx, caName, cur)
+}
+
+// Live returns the CRLs of the CA's keys that exist: the current key's
+// first, then, during a rotation, the previous key's, whose certificates
+// the trust bundle still holds and which relying parties therefore check
+// against its CRL. A previous key destroyed meanwhile (Complete) is left
+// out; any other failure of either is an error, as a set of CRLs without
+// one of them would have its certificates fail a check with "unable to
+// get certificate CRL".
+func (m *Manager) Live(ctx context.Context, caName string) ([]*CRL, error) {
+	cur, prev, err := m.keys.KeyIDs(caName)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	current, err := m.Get(ctx, caName, cur)
+	if err != nil {
+		return nil, err
+	}
+	out := []*CRL{current}
+	if prev == "" || prev == cur {
+		return out, nil
+	}
+	previous, err := m.Get(ctx, caName, prev)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("the CRL of the previous key: %w", err)
+	}
+	return append(out, previous), nil
 }
 
 // Get returns the CRL of one of the CA's keys, current or previous: the
@@ -383,6 +415,8 @@ func (m *Manager) issue(ctx context.Context, k key) (*CRL, error) {
 	issueDuration.Observe(time.Since(start).Seconds())
 	entriesGauge.WithLabelValues(k.ca, k.keyID).Set(float64(crl.Entries))
 	sizeGauge.WithLabelValues(k.ca, k.keyID).Set(float64(len(crl.DER)))
+	thisUpdateGauge.WithLabelValues(k.ca, k.keyID).Set(float64(crl.ThisUpdate.Unix()))
+	nextUpdateGauge.WithLabelValues(k.ca, k.keyID).Set(float64(crl.NextUpdate.Unix()))
 	klog.FromContext(ctx).V(2).Info("Issued CRL", "ca", k.ca, "keyID", k.keyID, "number", crl.Number, "entries", crl.Entries, "bytes", len(crl.DER), "nextUpdate", crl.NextUpdate)
 	m.mu.Lock()
 	subs := make([]func(string), 0, len(m.subs))

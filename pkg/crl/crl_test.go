@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -498,4 +500,98 @@ func TestIssueChecksSignaturesOfKeyStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	parse(t, crl, ca.Cert)
+}
+
+// TestLiveHoldsEveryKeysCRL: during a rotation a CA's live CRLs are the
+// current key's and then the previous key's, each signed by its own key
+// (the bundle trusts both); once the previous key is destroyed, the
+// current key's alone.
+func TestLiveHoldsEveryKeysCRL(t *testing.T) {
+	h := start(t, false)
+	live, err := h.m.Live(h.ctx, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 2 || live[0].KeyID != "k2" || live[1].KeyID != "k1" {
+		t.Fatalf("live CRLs %v, want k2's then k1's", keyIDs(live))
+	}
+	parse(t, live[0], h.keys.get("ca", 0).Cert)
+	parse(t, live[1], h.keys.get("ca", 1).Cert)
+
+	h.keys.mu.Lock()
+	h.keys.cas["ca"] = [2]*authority.Authority{h.keys.cas["ca"][0], nil}
+	h.keys.mu.Unlock()
+	if live, err = h.m.Live(h.ctx, "ca"); err != nil || len(live) != 1 || live[0].KeyID != "k2" {
+		t.Fatalf("after the rotation: %v (%v), want k2's alone", keyIDs(live), err)
+	}
+	if _, err := h.m.Live(h.ctx, "no-such-ca"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown CA: %v, want ErrNotFound", err)
+	}
+}
+
+func keyIDs(crls []*CRL) []string {
+	out := make([]string, 0, len(crls))
+	for _, c := range crls {
+		out = append(out, c.KeyID)
+	}
+	return out
+}
+
+// TestCRLDateMetrics: each key's last CRL exports its thisUpdate and
+// nextUpdate (what the alert on a CRL not re-issued compares with the
+// time), and a destroyed key's series go with it.
+func TestCRLDateMetrics(t *testing.T) {
+	RegisterMetrics() // unregistered metrics record nothing
+	h := start(t, false)
+	// A CA of its own: the gauges are global to the package's tests.
+	h.keys.mu.Lock()
+	h.keys.cas["metrics-ca"] = [2]*authority.Authority{newCA(t, "metrics-ca", "m2"), newCA(t, "metrics-ca", "m1")}
+	h.keys.mu.Unlock()
+	live, err := h.m.Live(h.ctx, "metrics-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range live {
+		next, err := testutil.GetGaugeMetricValue(nextUpdateGauge.WithLabelValues("metrics-ca", c.KeyID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		this, err := testutil.GetGaugeMetricValue(thisUpdateGauge.WithLabelValues("metrics-ca", c.KeyID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(next) != c.NextUpdate.Unix() || int64(this) != c.ThisUpdate.Unix() || c.NextUpdate.Sub(c.ThisUpdate) != time.Hour+Backdate {
+			t.Fatalf("key %s: gauges thisUpdate %v nextUpdate %v, CRL %s %s", c.KeyID, this, next, c.ThisUpdate, c.NextUpdate)
+		}
+	}
+	h.m.forget(key{"metrics-ca", "m1"})
+	if got := nextUpdateSeries(t, "metrics-ca"); len(got) != 1 || got[0] != "m2" {
+		t.Fatalf("nextUpdate series of keys %v after m1 was forgotten, want m2's alone", got)
+	}
+}
+
+// nextUpdateSeries are the key IDs of a CA's nextUpdate series in the
+// registry.
+func nextUpdateSeries(t *testing.T, ca string) []string {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		if f.GetName() != "rekey_crl_next_update_timestamp_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["ca_name"] == ca {
+				out = append(out, labels["key_id"])
+			}
+		}
+	}
+	return out
 }

@@ -29,6 +29,21 @@ var (
 		Help:           "Size of the last CRL of each CA key (DER).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"ca_name", "key_id"})
+	// The dates of the last CRL of each key: an alert compares them with
+	// the time (artifacts/monitoring/revocation-alerts.yaml). A CRL is
+	// re-issued at half its validity, so one whose nextUpdate comes
+	// closer than that was not: a key store that cannot sign, or a worker
+	// that is stuck, before relying parties hold an expired CRL.
+	thisUpdateGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "crl", Name: "this_update_timestamp_seconds",
+		Help:           "thisUpdate of the last CRL of each CA key (Unix time).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca_name", "key_id"})
+	nextUpdateGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "crl", Name: "next_update_timestamp_seconds",
+		Help:           "nextUpdate of the last CRL of each CA key (Unix time).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca_name", "key_id"})
 
 	registerOnce sync.Once
 )
@@ -36,6 +51,6 @@ var (
 // RegisterMetrics adds the CRL metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(issuedTotal, issueDuration, entriesGauge, sizeGauge)
+		legacyregistry.MustRegister(issuedTotal, issueDuration, entriesGauge, sizeGauge, thisUpdateGauge, nextUpdateGauge)
 	})
 }

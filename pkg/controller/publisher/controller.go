@@ -1,7 +1,7 @@
 // Package publisher sends each CertificateAuthority's trust bundle to the
-// host cluster, as its spec.publish asks: a ConfigMap (key ca.crt, and the
-// CRL of the CA's current key as binaryData ca.crl) in each chosen
-// namespace, and a ClusterTrustBundle for each signer name whose
+// host cluster, as its spec.publish asks: a ConfigMap (key ca.crt, the
+// CRL of the CA's current key as binaryData ca.crl, and the CRLs of every
+// key the bundle trusts as ca-crl.pem) in each chosen namespace, and a ClusterTrustBundle for each signer name whose
 // Signer uses the CA; and removes what it published there once the CA no
 // longer asks for it. It runs only when rekey has a host cluster.
 package publisher
@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
@@ -63,11 +64,18 @@ const (
 	// BundleKey is the ConfigMap key of the bundle.
 	BundleKey = "ca.crt"
 	// CRLKey is the ConfigMap binaryData key of the CRL (DER) of the CA's
-	// current key, published when it is at most MaxPublishedCRL.
+	// current key.
 	CRLKey = "ca.crl"
-	// MaxPublishedCRL is the largest CRL put into a ConfigMap (which holds
-	// at most 1 MiB in all); a larger one is left out, and relying parties
-	// fetch it from rekey (/crl/<caName>).
+	// CRLPEMKey is the ConfigMap data key of the CRLs (PEM, the current
+	// key's first) of every key the CA has: during a rotation the bundle
+	// trusts the previous key too, and a relying party that checks CRLs
+	// needs that key's CRL to accept its certificates (one file, as
+	// openssl -CRLfile and most TLS servers take them).
+	CRLPEMKey = "ca-crl.pem"
+	// MaxPublishedCRL is the most CRL bytes put into a ConfigMap (which
+	// holds at most 1 MiB in all): ca.crl and ca-crl.pem together. When
+	// they are larger both are left out, and relying parties fetch the
+	// CRLs from rekey (/crl/<caName>, /crl/<caName>/<keyID>).
 	MaxPublishedCRL = 512 << 10
 	// crlPublishDelay is how long the publisher waits after a CRL was
 	// issued before writing it: revocations in a burst are written to each
@@ -100,15 +108,16 @@ type Deps struct {
 	// is now written everywhere its spec.publish says: a rotation's new
 	// CA signs only once it is (trust before use).
 	Published *trustpublish.Reporter
-	// CRLs, when set, hands out each CA's CRL (package crl) for the
-	// ConfigMaps' ca.crl. Nil: no CRL is published.
+	// CRLs, when set, hands out each CA's CRLs (package crl) for the
+	// ConfigMaps' ca.crl and ca-crl.pem. Nil: no CRL is published.
 	CRLs CRLSource
 }
 
 // CRLSource is what the publisher needs of package crl's Manager.
 type CRLSource interface {
-	// Current returns the CRL of the CA's current key.
-	Current(ctx context.Context, caName string) (*crl.CRL, error)
+	// Live returns the CRLs of the CA's keys: the current key's first,
+	// then during a rotation the previous key's.
+	Live(ctx context.Context, caName string) ([]*crl.CRL, error)
 	// Subscribe calls fn with a CA's name after each CRL issued for it.
 	Subscribe(fn func(caName string)) (remove func())
 	// HasSynced says whether the CRLs can be issued (the revocations are
@@ -260,7 +269,7 @@ func trimPublished(ownerName string) cache.TransformFunc {
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
 			if bundle, ok := o.Data[BundleKey]; ok {
-				kept = configMapDigest(bundle, o.BinaryData[CRLKey])
+				kept = configMapDigest(bundle, publishedCRLs{der: o.BinaryData[CRLKey], pem: o.Data[CRLPEMKey]})
 			} else if o.Data != nil || o.BinaryData != nil {
 				kept = "" // from the host cluster, without a bundle
 			}
@@ -305,17 +314,32 @@ func digest(bundle string) string {
 // be removed when it should not).
 const crlDigestPrefix = "hmac-sha256+crl:"
 
-// configMapDigest is the digest of a ConfigMap's bundle and CRL: the
-// bundle's digest without a CRL, else one over both, the bundle's length
-// first so that no other split of the same bytes matches.
-func configMapDigest(bundle string, crlDER []byte) string {
-	if len(crlDER) == 0 {
+// publishedCRLs is what a ConfigMap holds of a CA's CRLs: ca.crl (DER,
+// the current key's) and ca-crl.pem (every key's); none when both are
+// empty.
+type publishedCRLs struct {
+	der []byte
+	pem string
+}
+
+func (p publishedCRLs) empty() bool { return len(p.der) == 0 && p.pem == "" }
+
+// size is what the CRLs add to a ConfigMap.
+func (p publishedCRLs) size() int { return len(p.der) + len(p.pem) }
+
+// configMapDigest is the digest of a ConfigMap's bundle and CRLs: the
+// bundle's digest without a CRL, else one over all, each length first
+// so that no other split of the same bytes matches.
+func configMapDigest(bundle string, crls publishedCRLs) string {
+	if crls.empty() {
 		return digest(bundle)
 	}
 	h := hmac.New(sha256.New, digestKey)
 	_, _ = fmt.Fprintf(h, "%d:", len(bundle))
 	h.Write([]byte(bundle))
-	h.Write(crlDER)
+	_, _ = fmt.Fprintf(h, "%d:", len(crls.der))
+	h.Write(crls.der)
+	h.Write([]byte(crls.pem))
 	return crlDigestPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
@@ -591,7 +615,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		if name == "" {
 			name = ca.Name
 		}
-		crlDER, err := c.publishedCRL(ctx, ca)
+		crls, err := c.publishedCRLs(ctx, ca)
 		if err != nil {
 			// The bundle is published without it: a CRL that cannot be
 			// made (a key store down, a File CA whose certificate may
@@ -601,7 +625,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		}
 		for _, ns := range namespaces {
 			wantConfigMaps.Insert(ns + "/" + name)
-			if err := c.ensureConfigMap(ctx, ns, name, ca, owner, crlDER); err != nil {
+			if err := c.ensureConfigMap(ctx, ns, name, ca, owner, crls); err != nil {
 				errs = append(errs, err.Error())
 				blocking = blocking || !namespaceLocal(err)
 			}
@@ -855,35 +879,54 @@ func namespaceLocal(err error) bool {
 	return errors.Is(err, errNotOurs) || errors.Is(err, errImmutable)
 }
 
-// publishedCRL is the CRL of the CA's current key for its ConfigMaps: nil
-// without a CRL source or when it is larger than MaxPublishedCRL.
-func (c *Controller) publishedCRL(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) ([]byte, error) {
+// publishedCRLs are the CRLs of the CA's keys for its ConfigMaps: none
+// without a CRL source or when together they are larger than
+// MaxPublishedCRL.
+func (c *Controller) publishedCRLs(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) (publishedCRLs, error) {
 	if c.crls == nil {
-		return nil, nil
+		return publishedCRLs{}, nil
 	}
-	list, err := c.crls.Current(ctx, ca.Name)
+	live, err := c.crls.Live(ctx, ca.Name)
 	if err != nil {
-		return nil, fmt.Errorf("the CRL is not published (ConfigMap key %s): %w", CRLKey, err)
+		return publishedCRLs{}, fmt.Errorf("the CRLs are not published (ConfigMap keys %s, %s): %w", CRLKey, CRLPEMKey, err)
 	}
-	if len(list.DER) > MaxPublishedCRL {
-		klog.FromContext(ctx).V(2).Info("CRL too large for the ConfigMaps; not published there, served at /crl/<caName>", "ca", ca.Name, "bytes", len(list.DER), "max", MaxPublishedCRL)
-		return nil, nil
+	if len(live) == 0 {
+		return publishedCRLs{}, nil
 	}
-	return list.DER, nil
+	out := publishedCRLs{der: live[0].DER}
+	var pemCRLs []byte
+	for _, l := range live {
+		pemCRLs = append(pemCRLs, pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: l.DER})...)
+	}
+	out.pem = string(pemCRLs)
+	if out.size() > MaxPublishedCRL {
+		klog.FromContext(ctx).V(2).Info("CRLs too large for the ConfigMaps; not published there, served at /crl/<caName>[/<keyID>]", "ca", ca.Name, "bytes", out.size(), "max", MaxPublishedCRL)
+		return publishedCRLs{}, nil
+	}
+	return out, nil
 }
 
-// crlData is the binaryData of a ConfigMap holding crlDER, nil for none.
-func crlData(crlDER []byte) map[string][]byte {
-	if crlDER == nil {
+// configMapData is the data of a ConfigMap holding bundle and crls.
+func configMapData(bundle string, crls publishedCRLs) map[string]string {
+	data := map[string]string{BundleKey: bundle}
+	if crls.pem != "" {
+		data[CRLPEMKey] = crls.pem
+	}
+	return data
+}
+
+// crlData is the binaryData of a ConfigMap holding crls, nil for none.
+func crlData(crls publishedCRLs) map[string][]byte {
+	if len(crls.der) == 0 {
 		return nil
 	}
-	return map[string][]byte{CRLKey: crlDER}
+	return map[string][]byte{CRLKey: crls.der}
 }
 
 // ensureConfigMap creates the ConfigMap if rekey's cache has none, and
-// applies the bundle, the CRL (crlDER; nil for none) and owner to one rekey
+// applies the bundle, the CRLs (none: empty) and owner to one rekey
 // published when they differ.
-func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference, crlDER []byte) error {
+func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *rotationv1alpha1.CertificateAuthority, owner *metav1.OwnerReference, crls publishedCRLs) error {
 	cms := c.kube.CoreV1().ConfigMaps(ns)
 	obj, exists, err := c.configMaps.GetStore().GetByKey(ns + "/" + name)
 	if err != nil {
@@ -894,8 +937,8 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 		// the same name that rekey did not write.
 		_, err = cms.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: objectMeta(name, ns, ca, owner),
-			Data:       map[string]string{BundleKey: ca.Status.TrustBundle},
-			BinaryData: crlData(crlDER),
+			Data:       configMapData(ca.Status.TrustBundle, crls),
+			BinaryData: crlData(crls),
 		}, metav1.CreateOptions{FieldManager: fieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			// The cache may just lag behind rekey's own create: only the
@@ -921,23 +964,26 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 	if cm.Labels[OwnerLabel] != ca.Name {
 		return notOurs("ConfigMap", ns+"/"+name, ca.Name)
 	}
-	if cachedDigest(cm) == configMapDigest(ca.Status.TrustBundle, crlDER) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
+	if cachedDigest(cm) == configMapDigest(ca.Status.TrustBundle, crls) && !lacksOwner(cm.OwnerReferences, owner) && !staleOwner(cm.OwnerReferences, owner) {
 		return nil
 	}
 	if cm.Immutable != nil && *cm.Immutable {
 		return fmt.Errorf("ConfigMap %s/%s: %w; its data cannot change until someone there deletes it (rekey then publishes it again)", ns, name, errImmutable)
 	}
-	// A CRL the object holds and should not (grown too large, or not
-	// made) goes explicitly: the create that wrote it owns it under
-	// another operation than the apply below, which leaving it out would
-	// not remove.
-	dropCRL := crlDER == nil && strings.HasPrefix(cachedDigest(cm), crlDigestPrefix)
+	// CRLs the object holds and should not (grown too large, or not
+	// made) go explicitly: the create that wrote them owns them under
+	// another operation than the apply below, which leaving them out
+	// would not remove.
+	dropCRL := crls.empty() && strings.HasPrefix(cachedDigest(cm), crlDigestPrefix)
 	if staleOwner(cm.OwnerReferences, owner) {
-		fields := map[string]any{"data": map[string]string{BundleKey: ca.Status.TrustBundle}}
+		data := map[string]any{BundleKey: ca.Status.TrustBundle}
+		fields := map[string]any{"data": data}
 		switch {
-		case crlDER != nil:
-			fields["binaryData"] = crlData(crlDER)
+		case !crls.empty():
+			data[CRLPEMKey] = crls.pem
+			fields["binaryData"] = crlData(crls)
 		case dropCRL:
+			data[CRLPEMKey] = nil
 			fields["binaryData"] = map[string]any{CRLKey: nil}
 		}
 		patch, err := replaceOwnerPatch(cm, owner, fields)
@@ -953,19 +999,22 @@ func (c *Controller) ensureConfigMap(ctx context.Context, ns, name string, ca *r
 		WithResourceVersion(cm.ResourceVersion).
 		WithLabels(map[string]string{OwnerLabel: ca.Name}).
 		WithOwnerReferences(ownerApply(owner)...).
-		WithData(map[string]string{BundleKey: ca.Status.TrustBundle})
-	if crlDER != nil {
-		apply = apply.WithBinaryData(crlData(crlDER))
+		WithData(configMapData(ca.Status.TrustBundle, crls))
+	if len(crls.der) > 0 {
+		apply = apply.WithBinaryData(crlData(crls))
 	}
 	applied, err := cms.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	if err != nil || !dropCRL {
 		return err
 	}
-	if _, ok := applied.BinaryData[CRLKey]; !ok {
+	_, hasDER := applied.BinaryData[CRLKey]
+	_, hasPEM := applied.Data[CRLPEMKey]
+	if !hasDER && !hasPEM {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata":   map[string]any{"resourceVersion": applied.ResourceVersion},
+		"data":       map[string]any{CRLPEMKey: nil},
 		"binaryData": map[string]any{CRLKey: nil},
 	})
 	if err != nil {
