@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,4 +302,166 @@ func TestCRLPublishedInConfigMaps(t *testing.T) {
 		}
 		return fmt.Errorf("ca.crl (number %s) does not list serial %x yet", rl.Number, cert.SerialNumber)
 	})
+}
+
+// TestCRLPublishedAcrossARotation: while a rotation has both keys trusted
+// (Prepared), the ConfigMap's ca-crl.pem holds the previous key's CRL as
+// well as the current key's, so that openssl -crl_check with the
+// published ca.crt and ca-crl.pem accepts a certificate of either key and
+// refuses one of the previous key that was revoked meanwhile (with the
+// current key's CRL alone it refused every certificate of the previous
+// key: "CRL signature failure"). After Complete the previous key's CRL is
+// gone from the ConfigMap and its URL answers 404.
+func TestCRLPublishedAcrossARotation(t *testing.T) {
+	t.Parallel()
+	cluster := kubeCluster(t)
+	ctx := context.Background()
+	admin, rekey := cluster.Admin, cluster.RekeyAdmin
+	const (
+		caName     = "it-crlrot"
+		signerName = "example.com/it-crlrot"
+		namespace  = "default"
+	)
+	if _, err := rekey.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
+		ObjectMeta: metav1.ObjectMeta{Name: caName},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{CommonName: "it crlrot CA", KeyAlgorithm: rotationv1alpha1.ECDSAP256,
+			Rotation: framework.ImmediateRotation(),
+			Publish:  &rotationv1alpha1.Publish{ConfigMaps: &rotationv1alpha1.ConfigMapPublish{Namespaces: []string{namespace}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rekey.CertificatesV1alpha1().Signers().Delete(context.Background(), "example.com:"+caName, metav1.DeleteOptions{})
+		_ = rekey.RotationV1alpha1().CertificateAuthorities().Delete(context.Background(), caName, metav1.DeleteOptions{})
+	})
+	if _, err := rekey.CertificatesV1alpha1().Signers().Create(ctx, &certv1alpha1.Signer{
+		ObjectMeta: metav1.ObjectMeta{Name: "example.com:" + caName},
+		Spec: certv1alpha1.SignerSpec{SignerName: signerName, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: caName},
+			Policy: certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature},
+				MaxDuration: metav1.Duration{Duration: 24 * time.Hour}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	caOf(t, rekey, caName)
+	oldRevoked, _ := issueCert(t, rekey, "it-crlrot-old-a", signerName, "it-crlrot-a")
+	oldKept, _ := issueCert(t, rekey, "it-crlrot-old-b", signerName, "it-crlrot-b")
+
+	if _, err := rekey.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prepared := waitForPhase(t, rekey, caName, rotationv1alpha1.PhasePrepared)
+	if prepared.Status.Previous == nil || prepared.Status.Previous.KeyID == "" {
+		t.Fatalf("a Prepared CA without a previous key: %+v", prepared.Status)
+	}
+	oldKeyID := prepared.Status.Previous.KeyID
+	newCert, _ := issueCert(t, rekey, "it-crlrot-new-c", signerName, "it-crlrot-c")
+	if _, err := revokeBySHA(ctx, rekey, certSHA256(oldRevoked), certv1alpha1.RevocationReasonKeyCompromise); err != nil {
+		t.Fatalf("revoking a certificate of the previous key: %v", err)
+	}
+
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certFile := func(name string, c *x509.Certificate) string {
+		return write(name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}))
+	}
+	revokedFile, keptFile, newFile := certFile("old-revoked.pem", oldRevoked), certFile("old-kept.pem", oldKept), certFile("new.pem", newCert)
+	// The published files, as a pod that mounts the ConfigMap sees them.
+	published := func(ctx context.Context) (caFile, crlFile string, crls int, err error) {
+		cm, err := admin.CoreV1().ConfigMaps(namespace).Get(ctx, caName, metav1.GetOptions{})
+		if err != nil {
+			return "", "", 0, err
+		}
+		crlPEM, ok := cm.Data["ca-crl.pem"]
+		if !ok {
+			return "", "", 0, fmt.Errorf("ConfigMap %s/%s has no ca-crl.pem (data keys %v)", namespace, caName, mapKeys(cm.Data))
+		}
+		for rest := []byte(crlPEM); ; crls++ {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+		}
+		return write("ca.crt", []byte(cm.Data["ca.crt"])), write("ca-crl.pem", []byte(crlPEM)), crls, nil
+	}
+	verify := func(caFile, crlFile, certFile string) (string, error) {
+		out, err := exec.Command("openssl", "verify", "-crl_check", "-CAfile", caFile, "-CRLfile", crlFile, certFile).CombinedOutput()
+		return string(out), err
+	}
+	framework.Eventually(t, 60*time.Second, "openssl -crl_check with the published ca.crt and ca-crl.pem: both keys' certificates accepted, the revoked one of the previous key refused", func(ctx context.Context) error {
+		caFile, crlFile, n, err := published(ctx)
+		if err != nil {
+			return err
+		}
+		if n != 2 {
+			return fmt.Errorf("ca-crl.pem holds %d CRLs, want the current and the previous key's", n)
+		}
+		if out, err := verify(caFile, crlFile, revokedFile); err == nil || !strings.Contains(out, "certificate revoked") {
+			return fmt.Errorf("the revoked certificate of the previous key (%v):\n%s", err, out)
+		}
+		for name, f := range map[string]string{"the previous key's certificate not revoked": keptFile, "the current key's certificate": newFile} {
+			if out, err := verify(caFile, crlFile, f); err != nil || !strings.Contains(out, ": OK") {
+				return fmt.Errorf("%s refused (%v):\n%s", name, err, out)
+			}
+		}
+		return nil
+	})
+
+	anonymous, err := rest.HTTPClientFor(rest.AnonymousClientConfig(cluster.DirectToRekey(&rest.Config{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKeyCRL := func(ctx context.Context) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/crl/%s/%s", cluster.RekeyPort, caName, oldKeyID), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := anonymous.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := oldKeyCRL(ctx); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /crl/%s/%s during the rotation: %d %v, want 200", caName, oldKeyID, code, err)
+	}
+
+	if _, err := rekey.RotationV1alpha1().CertificateAuthorities().Rotate(ctx, caName, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationComplete, Force: true}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPhase(t, rekey, caName, rotationv1alpha1.PhaseCompleted)
+	framework.Eventually(t, 60*time.Second, "the destroyed key's CRL gone from ca-crl.pem and /crl/"+caName+"/"+oldKeyID, func(ctx context.Context) error {
+		caFile, crlFile, n, err := published(ctx)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("ca-crl.pem holds %d CRLs, want the current key's alone", n)
+		}
+		if out, err := verify(caFile, crlFile, newFile); err != nil || !strings.Contains(out, ": OK") {
+			return framework.Permanent(fmt.Errorf("the current key's certificate refused after Complete (%v):\n%s", err, out))
+		}
+		if code, err := oldKeyCRL(ctx); err != nil || code != http.StatusNotFound {
+			return fmt.Errorf("GET /crl/%s/%s: %d %v, want 404", caName, oldKeyID, code, err)
+		}
+		return nil
+	})
+}
+
+// mapKeys are a map's keys, for messages.
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
