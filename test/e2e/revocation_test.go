@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -83,9 +85,37 @@ func TestRevocationEnforced(t *testing.T) {
 		t.Fatalf("kubectl auth whoami with the kubeconfig: %v %q %s", err, out, errOut)
 	}
 
-	// Revoke it; the next request is refused, with the revocation named.
 	plugin := framework.Binary(t, "kubectl-rekey")
 	env := []string{"PATH=" + filepath.Dir(plugin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+
+	// A user who may read the request and create Revocations but holds no
+	// revoke on the signer is refused (SignerRevocation's 403), and the
+	// certificate keeps working.
+	clusterRole(t, "e2e-revoke-without-grant",
+		rbacv1.PolicyRule{APIGroups: []string{"certificates.rekey.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{"certificates.rekey.io"}, Resources: []string{"revocations"}, Verbs: []string{"create", "get"}})
+	bind(t, "e2e-revoke-mallory", "e2e-revoke-without-grant")
+	_, malloryKubeconfig := userClient(t, "e2e-revoke-mallory")
+	malloryRevoked := false
+	framework.Eventually(t, settleTimeout, "kubectl rekey revoke without the revoke verb refused by rekey", func(ctx context.Context) error {
+		out, errOut, err := framework.RunKubectlWithEnv(t, malloryKubeconfig, env, nil, "rekey", "revoke", "e2e-revoke-a")
+		if err == nil {
+			malloryRevoked = true
+			return nil
+		}
+		if !strings.Contains(errOut, `may not revoke certificates of signer "`+userSigner+`"`) || !strings.Contains(errOut, "Forbidden") && !strings.Contains(errOut, "forbidden") {
+			return fmt.Errorf("refused, but not by the signer check yet: %v\nout %q\nerr %q", err, out, errOut)
+		}
+		return nil
+	})
+	if malloryRevoked {
+		t.Fatal("a user without verb revoke on the signer revoked the certificate")
+	}
+	if err := reviewAs(ctx, revokedClient); err != nil {
+		t.Fatalf("the certificate after the refused revocation: %v", err)
+	}
+
+	// Revoke it; the next request is refused, with the revocation named.
 	out, errOut, err := framework.RunKubectlWithEnv(t, cluster.AdminKubeconfig, env, nil, "rekey", "revoke", "e2e-revoke-a", "--reason", "KeyCompromise")
 	revokedAt := time.Now()
 	if want := "revocation.certificates.rekey.io/" + revokedSHA + " revoked (KeyCompromise)"; err != nil || !strings.Contains(out, want) {
@@ -113,6 +143,10 @@ func TestRevocationEnforced(t *testing.T) {
 	framework.Stays(t, time.Second, "the other certificate working", func(ctx context.Context) error {
 		return reviewAs(ctx, otherClient)
 	})
+
+	// The CA's CRL, fetched without credentials, lists the revoked
+	// certificate: openssl -crl_check refuses it and takes the other.
+	crlCheck(t, userClientCA, []byte(ca.Status.TrustBundle), revoked, other)
 
 	// rekey's own authentication refuses it: 401 straight to rekey, while
 	// the other certificate authenticates there.
@@ -337,4 +371,46 @@ func sumSeries(body, prefix string) float64 {
 		}
 	}
 	return total
+}
+
+// crlCheck fetches /crl/<caName> from rekey with no credentials and has
+// `openssl verify -crl_check` refuse revoked and accept valid, waiting for
+// the CRL to be re-issued with the revocation.
+func crlCheck(t *testing.T, caName string, bundle []byte, revoked, valid *userCertificate) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	caFile := write("ca.crt", bundle)
+	revokedFile, validFile := write("revoked.crt", revoked.certPEM), write("valid.crt", valid.certPEM)
+	anonymous, err := kubernetes.NewForConfig(cluster.DirectToRekey(&rest.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "openssl -crl_check refusing the revoked certificate with the CRL rekey serves", func(ctx context.Context) error {
+		der, err := anonymous.Discovery().RESTClient().Get().AbsPath("/crl/" + caName).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("GET /crl/%s without credentials: %w", caName, err)
+		}
+		crlPEM := filepath.Join(dir, "ca.crl.pem")
+		if out, err := exec.Command("openssl", "crl", "-inform", "DER", "-in", write("ca.crl", der), "-out", crlPEM).CombinedOutput(); err != nil {
+			return fmt.Errorf("openssl crl: %v\n%s", err, out)
+		}
+		if out, err := exec.Command("openssl", "verify", "-crl_check", "-CRLfile", crlPEM, "-CAfile", caFile, validFile).CombinedOutput(); err != nil {
+			t.Fatalf("openssl verify -crl_check refused the certificate not revoked: %v\n%s", err, out)
+		}
+		out, err := exec.Command("openssl", "verify", "-crl_check", "-CRLfile", crlPEM, "-CAfile", caFile, revokedFile).CombinedOutput()
+		if err == nil {
+			return fmt.Errorf("openssl verify -crl_check accepted the revoked certificate:\n%s", out)
+		}
+		if !strings.Contains(string(out), "certificate revoked") {
+			t.Fatalf("openssl verify -crl_check refused the revoked certificate for another reason: %v\n%s", err, out)
+		}
+		return nil
+	})
 }
