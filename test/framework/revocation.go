@@ -47,7 +47,8 @@ authorizers:
     # revocation holds from the next request on.
     cacheAuthorizedRequests: false
     cacheUnauthorizedRequests: false
-    # Required by the schema, unused while caching is off.
+    # Unused while caching is off (left out, v1 defaults them to 5m and
+    # 30s); 1s bounds a stale answer if caching is ever turned on.
     authorizedTTL: 1s
     unauthorizedTTL: 1s
     connectionInfo:
