@@ -111,7 +111,7 @@ type Deps struct {
 	// rotation's new key signs only once they wrote it everywhere.
 	Published *trustpublish.Tracker
 	// CRLs are the server's CRLs (package crl), which the publisher puts
-	// into the CAs' ConfigMaps as ca.crl; nil for none.
+	// into the CAs' ConfigMaps as ca.crl and ca-crl.pem; nil for none.
 	CRLs publisher.CRLSource
 }
 
