@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,8 +28,8 @@ import (
 const revocationResource = "revocation.certificates.rekey.io/"
 
 type revokeOptions struct {
-	hostCSRs, pcrs, serials, sha256s []string
-	caName, reason, output           string
+	hostCSRs, pcrs, serials, sha256s, certFiles []string
+	caName, reason, output                      string
 
 	newClient func() (clientset.Interface, error)
 	newKube   func() (kubernetes.Interface, error)
@@ -86,6 +88,7 @@ You need create on revocations (group certificates.rekey.io) and verb
 	fs.StringArrayVar(&o.serials, "serial", nil, "the serial number (hex) of a certificate to revoke (repeatable)")
 	fs.StringVar(&o.caName, "ca", "", "with --serial: the CertificateAuthority that issued it (default: any, refused when two issued the serial)")
 	fs.StringArrayVar(&o.sha256s, "sha256", nil, "the SHA-256 (hex, of the DER) of a certificate to revoke (repeatable; X509SHA256= and colons are accepted)")
+	fs.StringArrayVar(&o.certFiles, "cert", nil, "a PEM file whose first certificate to revoke (repeatable): for a certificate whose request is gone (rekey deletes issued requests after an hour)")
 	fs.StringVar(&o.reason, "reason", string(certv1alpha1.RevocationReasonUnspecified), "the RFC 5280 reason: "+strings.Join(reasonNames(), ", ")+" (case and dashes do not matter)")
 	fs.StringVarP(&o.output, "output", "o", "", "\"name\" prints only revocation.certificates.rekey.io/<sha256> per certificate")
 	_ = cmd.RegisterFlagCompletionFunc("reason", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -147,7 +150,7 @@ func (o *revokeOptions) run(ctx context.Context, names []string) error {
 	if o.output != "" && o.output != "name" {
 		return fmt.Errorf("--output %q: only \"name\" is supported", o.output)
 	}
-	if len(names)+len(o.hostCSRs)+len(o.pcrs)+len(o.serials)+len(o.sha256s) == 0 {
+	if len(names)+len(o.hostCSRs)+len(o.pcrs)+len(o.serials)+len(o.sha256s)+len(o.certFiles) == 0 {
 		return errors.New("name the certificates to revoke: NAME (a rekey CertificateSigningRequest), --host-csr, --pcr, --serial or --sha256")
 	}
 	if o.caName != "" && len(o.serials) == 0 {
@@ -234,6 +237,9 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 		t := target{what: "sha256 " + sum}
 		t.spec.CertificateSHA256, t.err = normalizeHex("--sha256", strings.TrimPrefix(sum, "X509SHA256="), sha256.Size)
 		out = append(out, t)
+	}
+	for _, file := range o.certFiles {
+		out = append(out, certFileTarget(file))
 	}
 	return out
 }
@@ -401,4 +407,37 @@ func (o *revokeOptions) issuedRequestNames(ctx context.Context, prefix string) [
 		}
 	}
 	return names
+}
+
+// maxCertFile bounds what --cert reads: a certificate chain is a few
+// kilobytes.
+const maxCertFile = 1 << 20
+
+// certFileTarget names the first certificate of a PEM file by its SHA-256.
+func certFileTarget(file string) target {
+	t := target{what: "certificate in " + file}
+	f, err := os.Open(file)
+	if err != nil {
+		t.err = fmt.Errorf("--cert: %w", err)
+		return t
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxCertFile+1))
+	if err != nil {
+		t.err = fmt.Errorf("--cert %s: %w", file, err)
+		return t
+	}
+	if len(data) > maxCertFile {
+		t.err = fmt.Errorf("--cert %s: larger than %d bytes", file, maxCertFile)
+		return t
+	}
+	certs, err := strictpem.Certificates(data, 16)
+	if err != nil {
+		t.err = fmt.Errorf("--cert %s: %w", file, err)
+		return t
+	}
+	sum := sha256.Sum256(certs[0].Raw)
+	t.cert = certs[0]
+	t.spec.CertificateSHA256 = hex.EncodeToString(sum[:])
+	return t
 }

@@ -13,6 +13,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,15 @@ func TestRevoke(t *testing.T) {
 	hostCSR := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-x"}, Spec: certificatesv1.CertificateSigningRequestSpec{Request: requestPEM(hostRequest)}, Status: certificatesv1.CertificateSigningRequestStatus{Certificate: hostPEM}}
 	pcr := &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "team-a"}, Spec: certificatesv1.PodCertificateRequestSpec{StubPKCS10Request: pcrRequest}, Status: certificatesv1.PodCertificateRequestStatus{CertificateChain: string(pcrPEM)}}
 
+	certFile := filepath.Join(t.TempDir(), "alice.crt")
+	if err := os.WriteFile(certFile, issuedPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := map[string]struct {
 		args       []string
 		wantErr    string // on ErrOut or as the returned error
@@ -131,11 +142,17 @@ func TestRevoke(t *testing.T) {
 			wantOut:   []string{revocationResource + "server-named revoked (PrivilegeWithdrawn)"},
 			wantSpecs: []certv1alpha1.RevocationSpec{{SerialNumber: "5a3c01", CAName: "team-ca", Reason: certv1alpha1.RevocationReasonPrivilegeWithdrawn}},
 		},
-		"an unknown reason":     {args: []string{"issued", "--reason", "lost"}, wantErr: `--reason "lost" is not an RFC 5280 reason`, wantNoSend: true},
-		"a short sha256":        {args: []string{"--sha256", "abcd"}, wantErr: `has 2 bytes, not 32`},
-		"nothing named":         {args: nil, wantErr: "name the certificates to revoke", wantNoSend: true},
-		"--ca without --serial": {args: []string{"issued", "--ca", "x"}, wantErr: "--ca goes with --serial", wantNoSend: true},
-		"-o yaml":               {args: []string{"issued", "-o", "yaml"}, wantErr: `only "name"`, wantNoSend: true},
+		"a certificate file, its request gone": {
+			args:      []string{"--cert", certFile, "--reason", "KeyCompromise"},
+			wantOut:   []string{revocationResource + issuedSum + ` revoked (KeyCompromise): subject "CN=alice"`},
+			wantSpecs: []certv1alpha1.RevocationSpec{{CertificateSHA256: issuedSum, Reason: certv1alpha1.RevocationReasonKeyCompromise}},
+		},
+		"a file without a certificate": {args: []string{"--cert", notPEM}, wantErr: "--cert " + notPEM},
+		"an unknown reason":            {args: []string{"issued", "--reason", "lost"}, wantErr: `--reason "lost" is not an RFC 5280 reason`, wantNoSend: true},
+		"a short sha256":               {args: []string{"--sha256", "abcd"}, wantErr: `has 2 bytes, not 32`},
+		"nothing named":                {args: nil, wantErr: "name the certificates to revoke", wantNoSend: true},
+		"--ca without --serial":        {args: []string{"issued", "--ca", "x"}, wantErr: "--ca goes with --serial", wantNoSend: true},
+		"-o yaml":                      {args: []string{"issued", "-o", "yaml"}, wantErr: `only "name"`, wantNoSend: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
