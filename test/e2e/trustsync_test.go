@@ -26,13 +26,11 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"rekey.io/rekey/pkg/agent"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/signing"
-	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
 
@@ -531,42 +529,7 @@ type userCertificate struct {
 // a later one renews the earlier ones.
 func issueUserCertificate(t *testing.T, name string) *userCertificate {
 	t.Helper()
-	key := fixtures.NewKey(t)
-	csr := &certv1alpha1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: certv1alpha1.CertificateSigningRequestSpec{
-			Request:           fixtures.CSRPEMWithKey(t, key, fixtures.CSROptions{CommonName: trustUser}),
-			SignerName:        userSigner,
-			ExpirationSeconds: ptr.To[int32](3600),
-			Usages:            []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth},
-		},
-	}
-	csrs := cluster.RekeyAdmin.CertificatesV1alpha1().CertificateSigningRequests()
-	create(t, cluster.RekeyAdmin, csr)
-	t.Cleanup(func() { _ = csrs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	if err := approve(t, cluster.RekeyAdmin, name); err != nil {
-		t.Fatalf("approving %s: %v", name, err)
-	}
-	var certPEM []byte
-	framework.Eventually(t, 30*time.Second, name+" issued", func(ctx context.Context) error {
-		got, err := csrs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if certPEM = got.Status.Certificate; len(certPEM) == 0 {
-			return fmt.Errorf("no certificate: %+v", got.Status.Conditions)
-		}
-		return nil
-	})
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs := bundleCertificates(t, string(certPEM))
-	if len(certs) == 0 {
-		t.Fatalf("%s: no certificate in %q", name, certPEM)
-	}
-	return &userCertificate{leaf: certs[0], certPEM: certPEM, keyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}
+	return issueUserCertificateFor(t, name, trustUser)
 }
 
 // issueNodeClientCertificate has the node identity system:node:NODE (in
