@@ -133,10 +133,6 @@ type ExtraConfig struct {
 	// with; New fills it from the replica's informer and serves the
 	// revocation webhook from it. Nil: neither.
 	Revocations *revocation.Set
-	// RevocationLoopbackPort, when not 0, also serves the revocation
-	// webhook as plain HTTP on 127.0.0.1 and ::1 at this port
-	// (serveRevocationLoopback).
-	RevocationLoopbackPort int
 	// CRLValidity is nextUpdate minus the issue time of the CRLs
 	// (--crl-validity); zero is the package's default.
 	CRLValidity time.Duration

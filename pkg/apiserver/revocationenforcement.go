@@ -25,11 +25,7 @@ func (c completedConfig) installRevocationEnforcement(s *Server, replica informe
 	if err := set.Watch(revocationInformer(replica).Informer()); err != nil {
 		return err
 	}
-	webhook := revocation.NewWebhook(set)
-	c.ExtraConfig.PublicPaths.Handle(revocation.Path, webhook)
-	if err := c.serveRevocationLoopback(s, webhook); err != nil {
-		return err
-	}
+	c.ExtraConfig.PublicPaths.Handle(revocation.Path, revocation.NewWebhook(set))
 	return s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("rekey-revocations", func(*http.Request) error {
 		if !set.HasSynced() {
 			return errors.New("the Revocations are not loaded yet")

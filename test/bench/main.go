@@ -66,8 +66,6 @@ func main() {
 	flag.IntVar(&revRounds, "revocation-rounds", 2, "read-workload rounds per kube-apiserver configuration (with rekey's webhook, without), taking turns")
 	flag.DurationVar(&revCacheTTL, "revocation-cache-ttl", 0, "also measure reads and revocations with rekey's NoOpinion cached by kube-apiserver for this long (cacheUnauthorizedRequests: true, unauthorizedTTL); 0 skips it")
 	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write CPU profiles of kube-apiserver (here) and rekey-apiserver (<name>-rekey.pprof), taken during the first read round with rekey's webhook")
-	flag.BoolVar(&revLoopback, "revocation-loopback", false, "also measure reads and revocations with kube-apiserver reaching rekey's webhook as plain HTTP on loopback (rekey started with --revocation-webhook-loopback-port)")
-	flag.BoolVar(&revTrivialMatch, "revocation-trivial-match", false, "also measure reads with the webhook's matchCondition replaced by \"true\" (what the CEL expression costs)")
 	flag.BoolVar(&revocationOnly, "revocation-only", false, "run only the revocation benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
@@ -96,8 +94,6 @@ var (
 	revClients       int
 	revWindow        time.Duration
 	revCacheTTL      time.Duration
-	revLoopback      bool
-	revTrivialMatch  bool
 	revRounds        int
 	revProfile       string
 	revocationOnly   bool

@@ -66,21 +66,11 @@ type revocationResult struct {
 	// CacheTTL, when set, is the unauthorizedTTL of the third
 	// configuration; CachedLatency and CachedErrors are the revocations
 	// measured through it.
-	CacheTTL      time.Duration
-	CachedLatency []time.Duration
-	CachedErrors  int
-	// Loopback: rekey's webhook also through its plain-HTTP loopback
-	// listener (-revocation-loopback); LoopbackLatency and LoopbackErrors
-	// are the revocations measured through it. TrivialMatch: also with
-	// the matchCondition replaced by "true" (-revocation-trivial-match).
-	// The indexes in Throughput of these configurations, -1 without.
-	Loopback                    bool
-	LoopbackLatency             []time.Duration
-	LoopbackErrors              int
-	CachedIdx, LoopbackIdx      int
-	TrivialIdx, LoopbackTrivIdx int
-	KubeAPIProfile              string
-	RekeyProfile                string
+	CacheTTL       time.Duration
+	CachedLatency  []time.Duration
+	CachedErrors   int
+	KubeAPIProfile string
+	RekeyProfile   string
 }
 
 // readResult is the read workload through one kube-apiserver
@@ -112,7 +102,6 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		RekeyArgs:                   []string{"--profiling=true", "--kube-api-qps=5000", "--kube-api-burst=10000"},
 		KubeAPIServerArgs:           []string{"--profiling=true"},
 		RevocationWebhookAuthorizer: true,
-		RevocationWebhookLoopback:   revLoopback,
 		Logf:                        func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 	})
 	if err != nil {
@@ -162,8 +151,7 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		return nil, fmt.Errorf("kube-apiserver does not accept rekey's client certificates: %w", err)
 	}
 
-	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds, CacheTTL: cacheTTL,
-		Loopback: revLoopback, CachedIdx: -1, LoopbackIdx: -1, TrivialIdx: -1, LoopbackTrivIdx: -1}
+	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds, CacheTTL: cacheTTL}
 	fmt.Fprintf(os.Stderr, "revocation: %d revocations, one at a time\n", n)
 	res.Latency, res.Create, res.Polls, res.Errors = revokeAll(ctx, rekey, revoked)
 
@@ -181,34 +169,10 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		if cachedConfig, err = cachedAuthorizationConfig(cluster, dir, cacheTTL); err != nil {
 			return nil, err
 		}
-		res.CachedIdx = len(configs)
 		configs = append(configs, readConfig{
 			name: fmt.Sprintf("rekey's webhook first, NoOpinion cached %s (cacheUnauthorizedRequests: true, unauthorizedTTL: %s)", cacheTTL, cacheTTL),
 			args: []string{"--authorization-config=" + cachedConfig},
 		})
-	}
-	if revLoopback {
-		res.LoopbackIdx = len(configs)
-		configs = append(configs, readConfig{
-			name: "rekey's webhook first, nothing cached, plain HTTP on loopback (--revocation-webhook-loopback-port)",
-			args: []string{"--authorization-config=" + cluster.RevocationLoopbackAuthorizationConfigPath(framework.RevocationFailOpen)},
-		})
-	}
-	if revTrivialMatch {
-		path, err := trivialMatchConfig(cluster.RevocationAuthorizationConfigPath(framework.RevocationFailOpen), filepath.Join(dir, "authorization-trivial.yaml"))
-		if err != nil {
-			return nil, err
-		}
-		res.TrivialIdx = len(configs)
-		configs = append(configs, readConfig{name: "rekey's webhook first, nothing cached, matchCondition `true`", args: []string{"--authorization-config=" + path}})
-		if revLoopback {
-			path, err := trivialMatchConfig(cluster.RevocationLoopbackAuthorizationConfigPath(framework.RevocationFailOpen), filepath.Join(dir, "authorization-loopback-trivial.yaml"))
-			if err != nil {
-				return nil, err
-			}
-			res.LoopbackTrivIdx = len(configs)
-			configs = append(configs, readConfig{name: "rekey's webhook first, nothing cached, plain HTTP on loopback, matchCondition `true`", args: []string{"--authorization-config=" + path}})
-		}
 	}
 	pids := func() map[string]int {
 		return map[string]int{"kube-apiserver": cluster.KubeAPIServer.Pid(), "rekey-apiserver": cluster.Rekey.Pid(), "etcd": cluster.Etcd.Pid()}
@@ -259,12 +223,11 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 	// the request made just before it to expire: the same measurement
 	// again on that configuration, with certificates of its own.
 	if cacheTTL > 0 {
-		if current != res.CachedIdx {
-			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver: %s\n", configs[res.CachedIdx].name)
-			if err := cluster.RestartKubeAPIServer(configs[res.CachedIdx].args...); err != nil {
+		if current != len(configs)-1 {
+			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver: %s\n", configs[len(configs)-1].name)
+			if err := cluster.RestartKubeAPIServer(configs[len(configs)-1].args...); err != nil {
 				return nil, err
 			}
-			current = res.CachedIdx
 		}
 		cached, err := issueClients(ctx, rekey, cluster, "bench-revoked-cached", n)
 		if err != nil {
@@ -273,46 +236,7 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		fmt.Fprintf(os.Stderr, "revocation: %d revocations with NoOpinion cached %s\n", n, cacheTTL)
 		res.CachedLatency, _, _, res.CachedErrors = revokeAll(ctx, rekey, cached)
 	}
-	// Revocations through the loopback listener: the same measurement,
-	// with certificates of their own.
-	if revLoopback {
-		if current != res.LoopbackIdx {
-			fmt.Fprintf(os.Stderr, "revocation: restarting kube-apiserver: %s\n", configs[res.LoopbackIdx].name)
-			if err := cluster.RestartKubeAPIServer(configs[res.LoopbackIdx].args...); err != nil {
-				return nil, err
-			}
-		}
-		lb, err := issueClients(ctx, rekey, cluster, "bench-revoked-loopback", n)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(os.Stderr, "revocation: %d revocations through the loopback webhook\n", n)
-		res.LoopbackLatency, _, _, res.LoopbackErrors = revokeAll(ctx, rekey, lb)
-	}
 	return res, nil
-}
-
-// revocationMatch is the matchCondition of the documented
-// AuthorizationConfiguration, as the framework writes it.
-const revocationMatch = `    - expression: >-
-        'authentication.kubernetes.io/credential-id' in request.extra &&
-        request.extra['authentication.kubernetes.io/credential-id'].exists(id, id.startsWith('X509SHA256='))
-`
-
-// trivialMatchConfig writes the AuthorizationConfiguration at from with its
-// matchCondition replaced by "true" (every request asks the webhook: the
-// benchmark's reads all carry a certificate, so the same calls are made),
-// to measure what evaluating the expression costs kube-apiserver.
-func trivialMatchConfig(from, to string) (string, error) {
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return "", err
-	}
-	if !strings.Contains(string(data), revocationMatch) {
-		return "", fmt.Errorf("%s: no matchCondition to replace", from)
-	}
-	out := strings.Replace(string(data), revocationMatch, "    - expression: 'true'\n", 1)
-	return to, os.WriteFile(to, []byte(out), 0o600)
 }
 
 // readConfig is a kube-apiserver configuration the read workload runs
@@ -607,10 +531,6 @@ func renderRevocation(r *revocationResult) string {
 	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | create returned → first 403 (%d requests in all while waiting) | %d | %d | %s | %s | %s |\n", r.Polls, len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)))
 	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | the create call | %d | | %s | %s | %s |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
 	cached := sortedDurations(r.CachedLatency)
-	if r.Loopback {
-		lb := sortedDurations(r.LoopbackLatency)
-		fmt.Fprintf(&b, "| rekey's webhook first, nothing cached, plain HTTP on loopback | create returned → first 403 | %d | %d | %s | %s | %s |\n", len(lb), r.LoopbackErrors, msf(percentile(lb, 0.5)), msf(percentile(lb, 0.99)), msf(last(lb)))
-	}
 	if r.CacheTTL > 0 {
 		fmt.Fprintf(&b, "| NoOpinion cached %s | create returned → first 403 | %d | %d | %s | %s | %s |\n", r.CacheTTL, len(cached), r.CachedErrors, msf(percentile(cached, 0.5)), msf(percentile(cached, 0.99)), msf(last(cached)))
 	}
@@ -652,25 +572,13 @@ func renderRevocation(r *revocationResult) string {
 		len(lat) >= 100 && r.Errors == 0 && p99 <= time.Second)
 	check(&b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without (%.0f vs %.0f/s, %.2fx)", r.Throughput[0].rate(), without, ratio),
 		ratio >= 0.90 && r.Throughput[0].Errors == 0)
-	rel := func(i int) float64 {
-		if without > 0 {
-			return r.Throughput[i].rate() / without
-		}
-		return 0
-	}
 	if r.CacheTTL > 0 {
-		fmt.Fprintf(&b, "- (reported) NoOpinion cached %s: read throughput %.2fx without; revocation → 403 p99 %s over %d (%d errors)\n", r.CacheTTL, rel(r.CachedIdx), msf(percentile(cached, 0.99)), len(cached), r.CachedErrors)
-	}
-	if r.Loopback {
-		lb := sortedDurations(r.LoopbackLatency)
-		fmt.Fprintf(&b, "- (reported) plain HTTP on loopback, nothing cached: read throughput %.2fx without; revocation → 403 p99 %s over %d (%d errors)\n", rel(r.LoopbackIdx), msf(percentile(lb, 0.99)), len(lb), r.LoopbackErrors)
-	}
-	if r.TrivialIdx >= 0 {
-		fmt.Fprintf(&b, "- (reported) matchCondition `true`: read throughput %.2fx without (TLS)", rel(r.TrivialIdx))
-		if r.LoopbackTrivIdx >= 0 {
-			fmt.Fprintf(&b, ", %.2fx (loopback)", rel(r.LoopbackTrivIdx))
+		t := r.Throughput[2]
+		cratio := 0.0
+		if without > 0 {
+			cratio = t.rate() / without
 		}
-		fmt.Fprintln(&b)
+		fmt.Fprintf(&b, "- (reported) NoOpinion cached %s: read throughput %.2fx without; revocation → 403 p99 %s over %d (%d errors)\n", r.CacheTTL, cratio, msf(percentile(cached, 0.99)), len(cached), r.CachedErrors)
 	}
 	return b.String()
 }

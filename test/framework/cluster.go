@@ -54,14 +54,11 @@ var APIServiceNames = []string{"v1alpha1.certificates.rekey.io", "v1alpha1.rotat
 // RBAC, Node authorization and the aggregation layer, and rekey-apiserver
 // registered through an APIService.
 type Cluster struct {
-	Dir        string
-	EtcdURL    string
-	KubeAPIURL string
-	RekeyPort  int
-	// RevocationLoopbackPort is rekey's plain-HTTP loopback webhook port
-	// (ClusterOptions.RevocationWebhookLoopback), 0 without.
-	RevocationLoopbackPort int
-	AdminKubeconfig        string
+	Dir             string
+	EtcdURL         string
+	KubeAPIURL      string
+	RekeyPort       int
+	AdminKubeconfig string
 	// RekeyKubeconfig is rekey-apiserver's own identity against kube-apiserver.
 	RekeyKubeconfig string
 	ServingCA       *pki.KeyPair
@@ -108,13 +105,6 @@ type ClusterOptions struct {
 	// (Deny). Both files are written; RevocationAuthorizationConfigPath
 	// names them.
 	RevocationFailurePolicy string
-	// RevocationWebhookLoopback also starts rekey with
-	// --revocation-webhook-loopback-port (a free port, in
-	// RevocationLoopbackPort) and writes AuthorizationConfigurations that
-	// reach the webhook there as plain HTTP
-	// (RevocationLoopbackAuthorizationConfigPath). kube-apiserver starts
-	// with the TLS one.
-	RevocationWebhookLoopback bool
 }
 
 // StartCluster builds what is missing (hack/build-tools.sh, cached) and
@@ -158,15 +148,6 @@ func StartCluster(dir, rekeyBinary string, opts ClusterOptions) (*Cluster, error
 		if opts.HostIP != "" {
 			c.Stop()
 			return nil, fmt.Errorf("RevocationWebhookAuthorizer needs rekey on loopback (no HostIP)")
-		}
-		if opts.RevocationWebhookLoopback {
-			ports, err := FreePorts(1)
-			if err != nil {
-				c.Stop()
-				return nil, err
-			}
-			c.RevocationLoopbackPort = ports[0]
-			c.rekeyArgs = append(append([]string(nil), c.rekeyArgs...), "--revocation-webhook-loopback-port="+strconv.Itoa(c.RevocationLoopbackPort))
 		}
 		// rekey starts after kube-apiserver, but its port and the serving
 		// CA it starts with are the harness's, known now: the webhook's

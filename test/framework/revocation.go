@@ -93,30 +93,7 @@ func (c *Cluster) writeRevocationAuthorization() error {
 			return err
 		}
 	}
-	if c.RevocationLoopbackPort == 0 {
-		return nil
-	}
-	// The co-located webhook: plain HTTP on loopback, no CA.
-	kubeconfig.Clusters["rekey"] = &clientcmdapi.Cluster{
-		Server: fmt.Sprintf("http://127.0.0.1:%d%s", c.RevocationLoopbackPort, RevocationWebhookPath),
-	}
-	kubeconfigPath = filepath.Join(dir, "rekey-revocation-webhook-loopback.kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfig, kubeconfigPath); err != nil {
-		return err
-	}
-	for _, policy := range []string{RevocationFailOpen, RevocationFailClosed} {
-		if err := os.WriteFile(c.RevocationLoopbackAuthorizationConfigPath(policy), []byte(RevocationAuthorizationConfiguration(kubeconfigPath, policy)), 0o600); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-// RevocationLoopbackAuthorizationConfigPath is the AuthorizationConfiguration
-// file with failurePolicy policy that reaches rekey's webhook as plain HTTP
-// on loopback (ClusterOptions.RevocationWebhookLoopback).
-func (c *Cluster) RevocationLoopbackAuthorizationConfigPath(policy string) string {
-	return filepath.Join(c.Dir, "authz", "authorization-loopback-"+strings.ToLower(policy)+".yaml")
 }
 
 // RevocationAuthorizationConfigPath is the AuthorizationConfiguration file

@@ -61,8 +61,6 @@ type Options struct {
 	InFlight          *InFlightOptions
 	GC                *GCOptions
 	CRL               *CRLOptions
-	// RevocationLoopback: the webhook as plain HTTP on loopback.
-	RevocationLoopback *RevocationLoopbackOptions
 }
 
 func init() {
@@ -84,16 +82,15 @@ func NewOptions(stdout, stderr io.Writer) *Options {
 			defaultEtcdPathPrefix,
 			apiserver.Codecs.LegacyCodec(certv1alpha1.SchemeGroupVersion, rotationv1alpha1.SchemeGroupVersion, attestationv1alpha1.SchemeGroupVersion),
 		),
-		Standalone:         NewStandaloneOptions(stdout),
-		EmbeddedEtcd:       NewEmbeddedEtcdOptions(),
-		Controllers:        NewControllerOptions(),
-		KeyStores:          NewKeyStoreOptions(),
-		AuthorizationRate:  NewAuthorizationRateOptions(),
-		ServingCA:          NewServingCAOptions(),
-		InFlight:           NewInFlightOptions(),
-		GC:                 NewGCOptions(),
-		CRL:                NewCRLOptions(),
-		RevocationLoopback: NewRevocationLoopbackOptions(),
+		Standalone:        NewStandaloneOptions(stdout),
+		EmbeddedEtcd:      NewEmbeddedEtcdOptions(),
+		Controllers:       NewControllerOptions(),
+		KeyStores:         NewKeyStoreOptions(),
+		AuthorizationRate: NewAuthorizationRateOptions(),
+		ServingCA:         NewServingCAOptions(),
+		InFlight:          NewInFlightOptions(),
+		GC:                NewGCOptions(),
+		CRL:               NewCRLOptions(),
 	}
 	ro := o.RecommendedOptions
 	// Each group is stored in its own version.
@@ -139,7 +136,6 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Standalone.AddFlags(fss.FlagSet("rekey"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("rekey"))
 	o.CRL.AddFlags(fss.FlagSet("rekey"))
-	o.RevocationLoopback.AddFlags(fss.FlagSet("rekey"))
 	ctrl := fss.FlagSet("controllers")
 	o.Controllers.AddFlags(ctrl)
 	o.KeyStores.AddFlags(ctrl)
@@ -182,7 +178,6 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.InFlight.Validate()...)
 	errs = append(errs, o.GC.Validate()...)
 	errs = append(errs, o.CRL.Validate()...)
-	errs = append(errs, o.RevocationLoopback.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -256,7 +251,6 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
 	o.KeyStores.ApplyTo(&cfg.ExtraConfig)
 	o.CRL.ApplyTo(&cfg.ExtraConfig)
-	o.RevocationLoopback.ApplyTo(&cfg.ExtraConfig)
 	if err := o.Standalone.ApplyTo(genericConfig, &cfg.ExtraConfig, ro.SecureServing, initializer); err != nil {
 		return nil, err
 	}
