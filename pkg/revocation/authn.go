@@ -71,7 +71,7 @@ func withAuthenticator(set *Set, inner authenticator.Request, hold time.Duration
 				if !refusals.first(sum) {
 					logger = logger.V(4)
 				}
-				logger.Info("Refusing a revoked certificate", "user", resp.User.GetName(), "credentialID", CredentialIDPrefix+Hex(sum), "reason", e.Reason, "revocationTime", e.RevocationTime, "signer", e.SignerName)
+				logger.Info("Refusing a revoked certificate", "user", resp.User.GetName(), "credentialID", CredentialIDPrefix+Hex(sum), "reason", e.Reason, "revocationTime", e.RevocationTime)
 				return nil, false, errors.New(reason)
 			}
 		}

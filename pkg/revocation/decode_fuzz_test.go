@@ -20,7 +20,7 @@ import (
 func FuzzDecode(f *testing.F) {
 	revoked := sum("revoked")
 	set := NewSet()
-	set.entries[revoked] = &Entry{SHA256: revoked, Reason: certv1alpha1.RevocationReasonKeyCompromise, RevocationTime: revokedAt}
+	set.entries[revoked] = pack(&Entry{SHA256: revoked, Reason: certv1alpha1.RevocationReasonKeyCompromise, RevocationTime: revokedAt})
 	synced := func() bool { return true }
 	set.synced.Store(&synced)
 	h := NewWebhook(set)

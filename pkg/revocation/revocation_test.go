@@ -90,7 +90,7 @@ func TestSet(t *testing.T) {
 	changes := make(chan struct{}, 1)
 	set.Notify(changes)
 	e, ok := set.Lookup(a)
-	if !ok || e.Reason != certv1alpha1.RevocationReasonKeyCompromise || e.CAName != "users" || !e.RevocationTime.Equal(revokedAt) {
+	if !ok || e.Reason != certv1alpha1.RevocationReasonKeyCompromise || !e.NotAfter.Equal(revokedAt.Add(time.Hour)) || !e.RevocationTime.Equal(revokedAt) {
 		t.Fatalf("Lookup(a) = %+v, %v", e, ok)
 	}
 	if _, ok := set.LookupCredentialID("X509SHA256=" + strings.ToUpper(Hex(a))); !ok {
@@ -322,7 +322,7 @@ func BenchmarkWebhook(b *testing.B) {
 	for i := 0; i < 100000; i++ {
 		var s [32]byte
 		s[0], s[1], s[2] = byte(i), byte(i>>8), byte(i>>16)
-		set.entries[s] = &Entry{SHA256: s, Reason: certv1alpha1.RevocationReasonKeyCompromise, RevocationTime: revokedAt}
+		set.entries[s] = pack(&Entry{SHA256: s, Reason: certv1alpha1.RevocationReasonKeyCompromise, RevocationTime: revokedAt})
 	}
 	f := func() bool { return true }
 	set.synced.Store(&f)
