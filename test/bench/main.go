@@ -66,6 +66,7 @@ func main() {
 	flag.IntVar(&revRounds, "revocation-rounds", 2, "read-workload rounds per kube-apiserver configuration (with rekey's webhook, without), taking turns")
 	flag.DurationVar(&revCacheTTL, "revocation-cache-ttl", 0, "also measure reads and revocations with rekey's NoOpinion cached by kube-apiserver for this long (cacheUnauthorizedRequests: true, unauthorizedTTL); 0 skips it")
 	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write CPU profiles of kube-apiserver (here) and rekey-apiserver (<name>-rekey.pprof), taken during the first read round with rekey's webhook")
+	flag.StringVar(&revWorkload, "revocation-workload", "get", "the revocation benchmark's read workload: get (each client GETs one tiny ConfigMap, the webhook's worst case), list (LISTs a namespace of 100 ConfigMaps of 1 KiB), mixed (kubelet-like: GET of its Node and LIST of its pods by spec.nodeName, taking turns)")
 	flag.BoolVar(&revocationOnly, "revocation-only", false, "run only the revocation benchmark")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
@@ -96,6 +97,7 @@ var (
 	revCacheTTL      time.Duration
 	revRounds        int
 	revProfile       string
+	revWorkload      string
 	revocationOnly   bool
 )
 
@@ -112,7 +114,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 		return err
 	}
 	if revocationOnly {
-		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile)
+		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile, revWorkload)
 		if err != nil {
 			return fmt.Errorf("revocation: %w", err)
 		}
@@ -336,7 +338,7 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	var rev *revocationResult
 	if revocations > 0 && !directOnly {
-		if rev, err = revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile); err != nil {
+		if rev, err = revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile, revWorkload); err != nil {
 			return fmt.Errorf("revocation: %w", err)
 		}
 	}

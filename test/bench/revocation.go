@@ -60,6 +60,9 @@ type revocationResult struct {
 	// Throughput is the read workload with the webhook in the chain, then
 	// without it, then (CacheTTL set) with the webhook's NoOpinion cached.
 	Throughput []readResult
+	// Workload is what the read workload's clients do (-revocation-workload).
+	Workload   string
+	WorkloadIs string
 	Clients    int
 	Window     time.Duration
 	Rounds     int
@@ -96,7 +99,11 @@ func (r *readResult) rate() float64 {
 // own (etcd, kube-apiserver whose AuthorizationConfiguration puts rekey's
 // webhook first, as docs/revocation.md gives it, and rekey-apiserver), so
 // that no other benchmark runs with the webhook in its chain.
-func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, rounds int, window, cacheTTL time.Duration, profile string) (*revocationResult, error) {
+func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, rounds int, window, cacheTTL time.Duration, profile, workloadName string) (*revocationResult, error) {
+	workload, err := newReadWorkload(workloadName)
+	if err != nil {
+		return nil, err
+	}
 	fmt.Fprintln(os.Stderr, "revocation: starting etcd, kube-apiserver (rekey's webhook first) and rekey-apiserver")
 	cluster, err := framework.StartCluster(dir, rekeyBin, framework.ClusterOptions{
 		RekeyArgs:                   []string{"--profiling=true", "--kube-api-qps=5000", "--kube-api-burst=10000"},
@@ -116,6 +123,9 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 	admin := kubernetes.NewForConfigOrDie(adminCfg)
 	rekey := clientset.NewForConfigOrDie(adminCfg)
 	if err := revocationObjects(ctx, admin); err != nil {
+		return nil, err
+	}
+	if err := workload.setup(ctx, admin); err != nil {
 		return nil, err
 	}
 	var bundle string
@@ -151,7 +161,7 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 		return nil, fmt.Errorf("kube-apiserver does not accept rekey's client certificates: %w", err)
 	}
 
-	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds, CacheTTL: cacheTTL}
+	res := &revocationResult{Revocations: n, Clients: clients, Window: window, Rounds: rounds, CacheTTL: cacheTTL, Workload: workload.name, WorkloadIs: workload.describe}
 	fmt.Fprintf(os.Stderr, "revocation: %d revocations, one at a time\n", n)
 	res.Latency, res.Create, res.Polls, res.Errors = revokeAll(ctx, rekey, revoked)
 
@@ -194,7 +204,7 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 			}
 			// A second of load first: connections, caches and the
 			// webhook's client warm, none of it counted.
-			readLoad(ctx, readers, time.Second)
+			readLoad(ctx, readers, workload, time.Second)
 			if profile != "" && idx == 0 && res.KubeAPIProfile == "" {
 				res.KubeAPIProfile = profile
 				res.RekeyProfile = strings.TrimSuffix(profile, ".pprof") + "-rekey.pprof"
@@ -205,7 +215,7 @@ func revocationBench(ctx context.Context, dir, rekeyBin string, n, clients, roun
 			for name, pid := range pids() {
 				cpu0[name] = cpuSeconds(pid)
 			}
-			round := readLoad(ctx, readers, window)
+			round := readLoad(ctx, readers, workload, window)
 			t := &res.Throughput[idx]
 			for name, pid := range pids() {
 				t.CPU[name] += cpuSeconds(pid) - cpu0[name]
@@ -466,9 +476,9 @@ func revokeOne(ctx context.Context, rekey clientset.Interface, c certClient) (la
 	return 0, 0, polls, errors.New("no 403 within 30s of the revocation")
 }
 
-// readLoad: every client GETs the ConfigMap back to back for the window
-// (closed loop, one request in flight per client).
-func readLoad(ctx context.Context, clients []certClient, window time.Duration) readResult {
+// readLoad: every client makes the workload's requests back to back for
+// the window (closed loop, one request in flight per client).
+func readLoad(ctx context.Context, clients []certClient, workload readWorkload, window time.Duration) readResult {
 	var errs atomic.Int64
 	lats := make([][]time.Duration, len(clients))
 	start := time.Now()
@@ -478,10 +488,12 @@ func readLoad(ctx context.Context, clients []certClient, window time.Duration) r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) {
+			for k := 0; time.Now().Before(end); k++ {
 				t0 := time.Now()
-				if err := readOnce(ctx, c.client); err != nil {
-					errs.Add(1)
+				if err := workload.read(ctx, c.client, i, k); err != nil {
+					if errs.Add(1) == 1 {
+						fmt.Fprintf(os.Stderr, "  %s: %v\n", c.user, err)
+					}
 					continue
 				}
 				lats[i] = append(lats[i], time.Since(t0))
@@ -524,21 +536,37 @@ func msf(d time.Duration) string {
 func renderRevocation(r *revocationResult) string {
 	var b strings.Builder
 	lat, create := sortedDurations(r.Latency), sortedDurations(r.Create)
-	fmt.Fprintf(&b, "\nRevocation (issue #31): %d client certificates of %s revoked one at a time through kube-apiserver (a Revocation named by the certificate's SHA-256, as `kubectl rekey revoke` creates it), each right after a request with it that worked; after each create returned, GETs with the certificate back to back (1 ms apart) until the first 403 naming the revocation:\n\n",
-		r.Revocations, revSigner)
-	fmt.Fprintln(&b, "| kube-apiserver authorization | measured | revocations | errors | p50 | p99 | max |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
-	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | create returned → first 403 (%d requests in all while waiting) | %d | %d | %s | %s | %s |\n", r.Polls, len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)))
-	fmt.Fprintf(&b, "| rekey's webhook first, nothing cached | the create call | %d | | %s | %s | %s |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
 	cached := sortedDurations(r.CachedLatency)
-	if r.CacheTTL > 0 {
-		fmt.Fprintf(&b, "| NoOpinion cached %s | create returned → first 403 | %d | %d | %s | %s | %s |\n", r.CacheTTL, len(cached), r.CachedErrors, msf(percentile(cached, 0.5)), msf(percentile(cached, 0.99)), msf(last(cached)))
+	if r.Revocations == 0 {
+		// -revocations 0 with -revocation-only: the read workload alone.
+		fmt.Fprint(&b, "\nRevocation (issue #31): no revocations (-revocations 0), the read workload only.\n")
+	} else {
+		renderRevocations(&b, r, lat, create, cached)
 	}
 
-	fmt.Fprintf(&b, "\nkube-apiserver reads (GET of one ConfigMap), %d clients each with its own rekey client certificate, closed loop, %s windows, %d rounds per configuration taking turns (kube-apiserver restarted on the same etcd between configurations, a second of unmeasured load after each):\n\n",
-		r.Clients, r.Window, r.Rounds)
-	fmt.Fprintln(&b, "| kube-apiserver authorization | reads | errors | reads/s | per round | ratio to without | p50 | p99 | CPU ms / read: kube-apiserver | rekey-apiserver | etcd |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(&b, "\nkube-apiserver reads (workload %s: %s), %d clients each with its own rekey client certificate, closed loop, %s windows, %d rounds per configuration taking turns (kube-apiserver restarted on the same etcd between configurations, a second of unmeasured load after each):\n\n",
+		r.Workload, r.WorkloadIs, r.Clients, r.Window, r.Rounds)
+	renderReads(&b, r, lat, cached)
+	return b.String()
+}
+
+// renderRevocations is the table of revoke → 403 latencies.
+func renderRevocations(b *strings.Builder, r *revocationResult, lat, create, cached []time.Duration) {
+	fmt.Fprintf(b, "\nRevocation (issue #31): %d client certificates of %s revoked one at a time through kube-apiserver (a Revocation named by the certificate's SHA-256, as `kubectl rekey revoke` creates it), each right after a request with it that worked; after each create returned, GETs with the certificate back to back (1 ms apart) until the first 403 naming the revocation:\n\n",
+		r.Revocations, revSigner)
+	fmt.Fprintln(b, "| kube-apiserver authorization | measured | revocations | errors | p50 | p99 | max |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|")
+	fmt.Fprintf(b, "| rekey's webhook first, nothing cached | create returned → first 403 (%d requests in all while waiting) | %d | %d | %s | %s | %s |\n", r.Polls, len(lat), r.Errors, msf(percentile(lat, 0.5)), msf(percentile(lat, 0.99)), msf(last(lat)))
+	fmt.Fprintf(b, "| rekey's webhook first, nothing cached | the create call | %d | | %s | %s | %s |\n", len(create), msf(percentile(create, 0.5)), msf(percentile(create, 0.99)), msf(last(create)))
+	if r.CacheTTL > 0 {
+		fmt.Fprintf(b, "| NoOpinion cached %s | create returned → first 403 | %d | %d | %s | %s | %s |\n", r.CacheTTL, len(cached), r.CachedErrors, msf(percentile(cached, 0.5)), msf(percentile(cached, 0.99)), msf(last(cached)))
+	}
+}
+
+// renderReads is the read workload's table and the targets.
+func renderReads(b *strings.Builder, r *revocationResult, lat, cached []time.Duration) {
+	fmt.Fprintln(b, "| kube-apiserver authorization | reads | errors | reads/s | per round | ratio to without | p50 | p99 | CPU ms / read: kube-apiserver | rekey-apiserver | etcd |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|---|---|")
 	without := r.Throughput[1].rate()
 	for _, t := range r.Throughput {
 		l := sortedDurations(t.Lat)
@@ -556,21 +584,23 @@ func renderRevocation(r *revocationResult) string {
 		if without > 0 {
 			ratio = t.rate() / without
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %.2fx | %s | %s | %s | %s | %s |\n", t.Name, t.Requests, t.Errors, t.rate(), strings.Join(per, ", "), ratio,
+		fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %.2fx | %s | %s | %s | %s | %s |\n", t.Name, t.Requests, t.Errors, t.rate(), strings.Join(per, ", "), ratio,
 			msf(percentile(l, 0.5)), msf(percentile(l, 0.99)), cpu("kube-apiserver"), cpu("rekey-apiserver"), cpu("etcd"))
 	}
 	if r.KubeAPIProfile != "" {
-		fmt.Fprintf(&b, "\nCPU profiles of the first round with the webhook (nothing cached): kube-apiserver %s, rekey-apiserver %s\n", r.KubeAPIProfile, r.RekeyProfile)
+		fmt.Fprintf(b, "\nCPU profiles of the first round with the webhook (nothing cached): kube-apiserver %s, rekey-apiserver %s\n", r.KubeAPIProfile, r.RekeyProfile)
 	}
 	ratio := 0.0
 	if without > 0 {
 		ratio = r.Throughput[0].rate() / without
 	}
-	fmt.Fprint(&b, "\nTargets:\n\n")
-	p99 := percentile(lat, 0.99)
-	check(&b, fmt.Sprintf("revocation → 403 at kube-apiserver: p99 <= 1 s over at least 100 revocations (%s over %d, %d errors)", msf(p99), len(lat), r.Errors),
-		len(lat) >= 100 && r.Errors == 0 && p99 <= time.Second)
-	check(&b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without (%.0f vs %.0f/s, %.2fx)", r.Throughput[0].rate(), without, ratio),
+	fmt.Fprint(b, "\nTargets:\n\n")
+	if r.Revocations > 0 {
+		p99 := percentile(lat, 0.99)
+		check(b, fmt.Sprintf("revocation → 403 at kube-apiserver: p99 <= 1 s over at least 100 revocations (%s over %d, %d errors)", msf(p99), len(lat), r.Errors),
+			len(lat) >= 100 && r.Errors == 0 && p99 <= time.Second)
+	}
+	check(b, fmt.Sprintf("kube-apiserver read throughput with rekey's webhook >= 0.90x without, workload %s (%.0f vs %.0f/s, %.2fx)", r.Workload, r.Throughput[0].rate(), without, ratio),
 		ratio >= 0.90 && r.Throughput[0].Errors == 0)
 	if r.CacheTTL > 0 {
 		t := r.Throughput[2]
@@ -578,9 +608,12 @@ func renderRevocation(r *revocationResult) string {
 		if without > 0 {
 			cratio = t.rate() / without
 		}
-		fmt.Fprintf(&b, "- (reported) NoOpinion cached %s: read throughput %.2fx without; revocation → 403 p99 %s over %d (%d errors)\n", r.CacheTTL, cratio, msf(percentile(cached, 0.99)), len(cached), r.CachedErrors)
+		fmt.Fprintf(b, "- (reported) NoOpinion cached %s: read throughput %.2fx without", r.CacheTTL, cratio)
+		if r.Revocations > 0 {
+			fmt.Fprintf(b, "; revocation → 403 p99 %s over %d (%d errors)", msf(percentile(cached, 0.99)), len(cached), r.CachedErrors)
+		}
+		fmt.Fprintln(b)
 	}
-	return b.String()
 }
 
 func last(d []time.Duration) time.Duration {
