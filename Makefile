@@ -6,22 +6,31 @@ DATA_DIR ?= .rekey
 PORT ?= 8443
 GOTEST_FLAGS ?=
 
-.PHONY: all build image run test test-unit test-integration test-e2e test-install test-long verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
+.PHONY: all build image run stop test test-unit test-integration test-e2e test-install test-long verify verify-gofmt verify-vet verify-tidy verify-codegen verify-lint verify-imports update update-gofmt update-tidy update-codegen update-lint fuzz bench tools clean
 
 all: build
 
-## build: compile rekey-apiserver and kubectl-rekey into _output/bin
+## build: compile rekey-apiserver, rekey-agent and kubectl-rekey into
+## _output/bin, stamped with VERSION and the git commit (--version)
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$$(hack/version-ldflags.sh)" -o $(BIN)/ ./cmd/...
 
 ## image: container image tarballs of rekey-apiserver and rekey-agent in
 ## _output/images (static, no PKCS#11; docs/install.md), without a daemon
 image:
 	hack/build-images.sh
 
-## run: standalone server with embedded etcd; admin kubeconfig in $(DATA_DIR)/admin.kubeconfig
+## run: standalone server with embedded etcd, in the background; returns
+## once it is ready. Admin kubeconfig in $(DATA_DIR)/admin.kubeconfig, log in
+## $(DATA_DIR)/rekey-apiserver.log; ARGS='...' adds flags, FOREGROUND=1
+## keeps it in the foreground; make stop stops it.
+ARGS ?=
 run: build
-	$(BIN)/rekey-apiserver --standalone --data-dir $(DATA_DIR) --secure-port $(PORT)
+	DATA_DIR='$(DATA_DIR)' PORT='$(PORT)' BIN='$(BIN)' ARGS='$(ARGS)' hack/run.sh
+
+## stop: stop the server make run started
+stop:
+	DATA_DIR='$(DATA_DIR)' hack/stop.sh
 
 ## test: everything: static checks, unit tests (race), integration and end-to-end tests
 test: verify test-unit test-integration test-e2e test-install
