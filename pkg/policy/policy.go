@@ -217,10 +217,29 @@ func sameSet(a, b []string) bool {
 func otherSubjectAttribute(req *x509.CertificateRequest) string {
 	for _, atv := range req.Subject.Names {
 		if !atv.Type.Equal(oidCommonName) && !atv.Type.Equal(oidOrganization) {
-			return atv.Type.String()
+			return attributeName(atv.Type)
 		}
 	}
 	return ""
+}
+
+// attributeShortNames are the RFC 4514 short names of the subject
+// attributes crypto/x509 parses (and the e-mail address and serial number
+// openssl -subj writes), for messages: "OU" means something to the person
+// who typed -subj "/CN=a/OU=b", 2.5.4.11 does not.
+var attributeShortNames = map[string]string{
+	"2.5.4.3": "CN", "2.5.4.5": "serialNumber", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST",
+	"2.5.4.9": "STREET", "2.5.4.10": "O", "2.5.4.11": "OU", "2.5.4.17": "postalCode",
+	"1.2.840.113549.1.9.1": "emailAddress", "0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID",
+}
+
+// attributeName is the short name of a subject attribute, with its OID in
+// parentheses; an attribute without a short name is its OID alone.
+func attributeName(oid asn1.ObjectIdentifier) string {
+	if name, ok := attributeShortNames[oid.String()]; ok {
+		return fmt.Sprintf("%s (%s)", name, oid)
+	}
+	return oid.String()
 }
 
 var (

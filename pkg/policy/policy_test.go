@@ -318,3 +318,19 @@ func TestViolationsQuoteTheSubjectBriefly(t *testing.T) {
 		})
 	}
 }
+
+// forbidOtherAttributes names the attribute as the person wrote it in
+// -subj (OU), not only by its OID (2.5.4.11).
+func TestForbidOtherAttributesNamesTheAttribute(t *testing.T) {
+	spec, parsed := build(t, req{cn: "system:node:n1", ou: []string{"ops"}, orgs: []string{"system:nodes"}, dns: []string{"n1"},
+		usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageServerAuth}})
+	_, err := Evaluate(&KubeletServingPolicy, spec, parsed)
+	var v *Violation
+	if !errors.As(err, &v) {
+		t.Fatalf("want a Violation, got %v", err)
+	}
+	const want = "subject attribute OU (2.5.4.11) is not allowed; only the common name and organizations are"
+	if v.Rule != "policy.subject.forbidOtherAttributes" || v.Message != want {
+		t.Errorf("got %s: %q, want policy.subject.forbidOtherAttributes: %q", v.Rule, v.Message, want)
+	}
+}

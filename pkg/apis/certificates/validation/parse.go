@@ -3,9 +3,11 @@ package validation
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 
 	"rekey.io/rekey/pkg/attest"
@@ -57,6 +59,11 @@ func parseCSR(data []byte, verify bool) (*x509.CertificateRequest, error) {
 		return nil, fmt.Errorf("must be a PEM block of type %q (no PEM data found)", CertificateRequestPEMType)
 	case blocks[0].Type != CertificateRequestPEMType:
 		return nil, fmt.Errorf("PEM block type must be %q, got %q", CertificateRequestPEMType, blocks[0].Type)
+	case len(blocks) > 1 && blocks[1].Type != attest.BlockProvider:
+		// Not attestation evidence: most likely two requests pasted
+		// together, which is what the message must say.
+		return nil, fmt.Errorf("must hold one PEM block of type %q, found %d blocks (%s): only a TPM-attested request has more, its %s and %s blocks",
+			CertificateRequestPEMType, len(blocks), blockTypes(blocks), attest.BlockProvider, attest.BlockData)
 	case len(blocks) > 1:
 		// The evidence's reading parses the request too.
 		req, err := attest.ParseRequest(data)
@@ -136,4 +143,13 @@ func ParseCertificateChain(data []byte) ([]*x509.Certificate, error) {
 		return nil, errCertificateTooLarge
 	}
 	return strictpem.Certificates(data, MaxCertificateBlocks)
+}
+
+// blockTypes lists the PEM types of blocks for a message.
+func blockTypes(blocks []*pem.Block) string {
+	types := make([]string, len(blocks))
+	for i, b := range blocks {
+		types[i] = b.Type
+	}
+	return strings.Join(types, ", ")
 }

@@ -117,7 +117,13 @@ func ValidateRevocation(r *certificates.Revocation) field.ErrorList {
 // annotations may be.
 func ValidateRevocationUpdate(r, old *certificates.Revocation) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&r.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec, old.Spec, field.NewPath("spec"))...)
+	// Field by field, so that the message names the field and its value,
+	// not the Go struct of the whole spec.
+	spec := field.NewPath("spec")
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec.CertificateSHA256, old.Spec.CertificateSHA256, spec.Child("certificateSHA256"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec.SerialNumber, old.Spec.SerialNumber, spec.Child("serialNumber"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec.CAName, old.Spec.CAName, spec.Child("caName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(string(r.Spec.Reason), string(old.Spec.Reason), spec.Child("reason"))...)
 	if !apiequality.Semantic.DeepEqual(r.Status, old.Status) {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("status"), "set by the server when the revocation is created; a revocation is not changed"))
 	}

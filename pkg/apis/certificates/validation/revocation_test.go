@@ -68,7 +68,7 @@ func TestValidateRevocationUpdate(t *testing.T) {
 	}
 	reason := old.DeepCopy()
 	reason.Spec.Reason = "KeyCompromise"
-	if errs := ValidateRevocationUpdate(reason, old); !strings.Contains(errs.ToAggregate().Error(), "spec: Invalid value") {
+	if errs := ValidateRevocationUpdate(reason, old); !strings.Contains(errs.ToAggregate().Error(), "spec.reason: Invalid value") {
 		t.Fatalf("a spec change: %v", errs)
 	}
 	by := old.DeepCopy()

@@ -231,7 +231,9 @@ func ValidateSignerUpdate(newS, oldS *certificates.Signer) field.ErrorList {
 	allErrs = append(allErrs, ValidateSigner(newS)...)
 	spec := field.NewPath("spec")
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newS.Spec.SignerName, oldS.Spec.SignerName, spec.Child("signerName"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newS.Spec.CertificateAuthorityRef, oldS.Spec.CertificateAuthorityRef, spec.Child("certificateAuthorityRef"))...)
+	// The reference's one field, so that the message shows a name, not a
+	// Go struct.
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newS.Spec.CertificateAuthorityRef.Name, oldS.Spec.CertificateAuthorityRef.Name, spec.Child("certificateAuthorityRef", "name"))...)
 	return allErrs
 }
 
@@ -261,7 +263,10 @@ func validatePolicy(fldPath *field.Path, p *certificates.SignerPolicy) field.Err
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("requiredUsages").Index(i), u, "a required usage must also be allowed"))
 		}
 	}
-	if p.MaxDuration.Duration < MinSignerDuration {
+	if p.MaxDuration.Duration == 0 {
+		// Absent (it has no default): say so, not "0s must be at least 10m".
+		allErrs = append(allErrs, field.Required(fldPath.Child("maxDuration"), "the longest lifetime the signer grants, at least 10m (e.g. 720h0m0s)"))
+	} else if p.MaxDuration.Duration < MinSignerDuration {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("maxDuration"), p.MaxDuration.Duration.String(), "must be at least 10m"))
 	}
 	if d := p.DefaultDuration; d != nil {

@@ -95,7 +95,7 @@ func TestValidateRequest(t *testing.T) {
 		"not PEM":          {request: []byte("hello, world"), wantErr: "must start with a PEM block"},
 		"wrong PEM type":   {request: fixtures.SelfSignedCertPEM(t, "ca"), wantErr: `got "CERTIFICATE"`},
 		"PEM with headers": {request: withHeader(t, good), wantErr: "must not have headers"},
-		"two blocks":       {request: append(append([]byte(nil), good...), good...), wantErr: "an attested request has exactly the blocks"},
+		"two blocks":       {request: append(append([]byte(nil), good...), good...), wantErr: `must hold one PEM block of type "CERTIFICATE REQUEST", found 2 blocks (CERTIFICATE REQUEST, CERTIFICATE REQUEST)`},
 		"bad evidence":     {request: attested(t, good, []byte(`{"version":"v0"}`)), wantErr: "attestation evidence: attestation data version"},
 		"garbage DER":      {request: []byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"), wantErr: "not a valid PKCS#10"},
 		"bad signature":    {request: fixtures.CorruptSignature(t, good), wantErr: "signature does not verify"},

@@ -54,6 +54,11 @@ func SetDefaults_RotatingCredentialSpec(obj *RotatingCredentialSpec) {
 	if obj.GracePeriod == nil {
 		obj.GracePeriod = &metav1.Duration{Duration: DefaultGracePeriod}
 	}
+	// type Random needs nothing more: "random:" left empty (null in
+	// YAML) gets the same defaults as "random: {}".
+	if obj.Minter.Type == MinterRandom && obj.Minter.Random == nil {
+		obj.Minter.Random = &RandomMinter{}
+	}
 	if r := obj.Minter.Random; r != nil {
 		if r.Key == "" {
 			r.Key = DefaultRandomKey

@@ -62,3 +62,22 @@ func TestRotationPolicyDefaults(t *testing.T) {
 		t.Fatalf("a set window lost, or the unset propagation not defaulted: %+v", half.Spec.Rotation)
 	}
 }
+
+// type Random with its block left empty ("random:" in YAML, which is null)
+// is defaulted like "random: {}", not refused as a missing block.
+func TestRandomMinterWithoutItsBlockIsDefaulted(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rc := &RotatingCredential{Spec: RotatingCredentialSpec{Minter: Minter{Type: MinterRandom}}}
+	scheme.Default(rc)
+	if r := rc.Spec.Minter.Random; r == nil || r.Key != DefaultRandomKey || r.Length != DefaultRandomLength {
+		t.Fatalf("random block %+v, want key %q length %d", r, DefaultRandomKey, DefaultRandomLength)
+	}
+	other := &RotatingCredential{Spec: RotatingCredentialSpec{Minter: Minter{Type: MinterWebhook}}}
+	scheme.Default(other)
+	if other.Spec.Minter.Random != nil {
+		t.Fatalf("a Webhook minter got a random block: %+v", other.Spec.Minter.Random)
+	}
+}

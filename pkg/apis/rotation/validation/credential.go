@@ -23,6 +23,9 @@ const (
 	MaxWebhookTimeout   = 30
 	maxCABundleBytes    = 64 * 1024
 	maxCABundleCerts    = 64
+	// privilegedGroup is user.SystemPrivilegedGroup (k8s.io/apiserver),
+	// named here so that API validation does not import the apiserver.
+	privilegedGroup = "system:masters"
 )
 
 // ValidateRotatingCredential checks a new RotatingCredential.
@@ -37,8 +40,8 @@ func ValidateRotatingCredential(rc *rotation.RotatingCredential) field.ErrorList
 func ValidateRotatingCredentialUpdate(rc, old *rotation.RotatingCredential) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&rc.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, validateCredentialSpec(&rc.Spec, field.NewPath("spec"))...)
-	errs = append(errs, apimachineryvalidation.ValidateImmutableField(rc.Spec.SecretRef, old.Spec.SecretRef, field.NewPath("spec", "secretRef"))...)
-	errs = append(errs, apimachineryvalidation.ValidateImmutableField(rc.Spec.Minter.Type, old.Spec.Minter.Type, field.NewPath("spec", "minter", "type"))...)
+	errs = append(errs, apimachineryvalidation.ValidateImmutableField(rc.Spec.SecretRef.Name, old.Spec.SecretRef.Name, field.NewPath("spec", "secretRef", "name"))...)
+	errs = append(errs, apimachineryvalidation.ValidateImmutableField(string(rc.Spec.Minter.Type), string(old.Spec.Minter.Type), field.NewPath("spec", "minter", "type"))...)
 	return errs
 }
 
@@ -140,6 +143,14 @@ func validateMinter(m *rotation.Minter, f *field.Path) field.ErrorList {
 		errs = append(errs, certvalidation.ValidateSignerName(cf.Child("signerName"), c.SignerName)...)
 		if c.CommonName == "" || len(c.CommonName) > 64 {
 			errs = append(errs, field.Invalid(cf.Child("commonName"), c.CommonName, "must hold 1 to 64 characters"))
+		}
+		for i, o := range c.Organizations {
+			// kube-apiserver gives this group every permission; the
+			// request rekey would make for it is refused at admission
+			// (SubjectRestriction) anyway, so say it now.
+			if o == privilegedGroup {
+				errs = append(errs, field.Forbidden(cf.Child("organizations").Index(i), fmt.Sprintf("group %q is never certified: it bypasses all authorization", privilegedGroup)))
+			}
 		}
 		if c.Duration != nil && c.Duration.Duration < 10*time.Minute {
 			errs = append(errs, field.Invalid(cf.Child("duration"), c.Duration.Duration.String(), "must be at least 10m"))

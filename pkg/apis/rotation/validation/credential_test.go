@@ -69,7 +69,7 @@ func TestRotatingCredentialUpdateKeepsSecretAndMinterType(t *testing.T) {
 	old := validCredential()
 	old.ResourceVersion = "1"
 	for path, mutate := range map[string]func(*rotation.RotatingCredential){
-		"spec.secretRef": func(r *rotation.RotatingCredential) { r.Spec.SecretRef.Name = "other" },
+		"spec.secretRef.name": func(r *rotation.RotatingCredential) { r.Spec.SecretRef.Name = "other" },
 		"spec.minter.type": func(r *rotation.RotatingCredential) {
 			r.Spec.Minter = rotation.Minter{Type: rotation.MinterWebhook, Webhook: &rotation.WebhookMinter{URL: "https://x"}}
 		},

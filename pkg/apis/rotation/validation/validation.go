@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -120,12 +121,46 @@ func ValidateKeyStorePaths(ca *rotation.CertificateAuthority, allowed keystorepa
 // change at any time (on the built-in CAs too).
 func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthority) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
-	newSpec, oldSpec := newCA.Spec, oldCA.Spec
-	newSpec.Publish, oldSpec.Publish = nil, nil
-	newSpec.Rotation, oldSpec.Rotation = nil, nil
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec, oldSpec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateImmutableCASpec(&newCA.Spec, &oldCA.Spec, field.NewPath("spec"))...)
 	allErrs = append(allErrs, validatePublish(newCA.Spec.Publish, field.NewPath("spec", "publish"))...)
 	return append(allErrs, validateRotationPolicy(newCA.Spec.Rotation, field.NewPath("spec", "rotation"))...)
+}
+
+// immutableCA is what an error on a CA's fixed fields says to do instead.
+const immutableCA = "field is immutable: the CA's key and certificate were made from it; create another CertificateAuthority to change it"
+
+// validateImmutableCASpec names each fixed field that changed, with its
+// value where that is a scalar (never a Go struct: the message is read by
+// a person at kubectl).
+func validateImmutableCASpec(newSpec, oldSpec *rotation.CertificateAuthoritySpec, f *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if newSpec.CommonName != oldSpec.CommonName {
+		allErrs = append(allErrs, field.Invalid(f.Child("commonName"), newSpec.CommonName, immutableCA))
+	}
+	if newSpec.KeyAlgorithm != oldSpec.KeyAlgorithm {
+		allErrs = append(allErrs, field.Invalid(f.Child("keyAlgorithm"), string(newSpec.KeyAlgorithm), immutableCA))
+	}
+	if newSpec.Validity != oldSpec.Validity {
+		allErrs = append(allErrs, field.Invalid(f.Child("validity"), newSpec.Validity.Duration.String(), immutableCA))
+	}
+	ks, oks, kf := newSpec.KeyStore, oldSpec.KeyStore, f.Child("keyStore")
+	if ks.Type != oks.Type {
+		allErrs = append(allErrs, field.Invalid(kf.Child("type"), string(ks.Type), immutableCA))
+	}
+	if !apiequality.Semantic.DeepEqual(ks.File, oks.File) {
+		allErrs = append(allErrs, field.Forbidden(kf.Child("file"), immutableCA))
+	}
+	if !apiequality.Semantic.DeepEqual(ks.Pkcs11, oks.Pkcs11) {
+		allErrs = append(allErrs, field.Forbidden(kf.Child("pkcs11"), immutableCA))
+	}
+	// A field added to the spec later is fixed too until it is named above.
+	n, o := *newSpec, *oldSpec
+	n.CommonName, n.KeyAlgorithm, n.Validity, n.KeyStore, n.Publish, n.Rotation = "", "", metav1.Duration{}, rotation.KeyStore{}, nil, nil
+	o.CommonName, o.KeyAlgorithm, o.Validity, o.KeyStore, o.Publish, o.Rotation = "", "", metav1.Duration{}, rotation.KeyStore{}, nil, nil
+	if !apiequality.Semantic.DeepEqual(n, o) {
+		allErrs = append(allErrs, field.Forbidden(f, immutableCA))
+	}
+	return allErrs
 }
 
 // Upper bounds of spec.rotation. A longer trust propagation keeps a

@@ -139,7 +139,7 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("changing publish refused: %v", errs)
 	}
 	updated.Spec.CommonName = "other"
-	if errs := ValidateCertificateAuthorityUpdate(updated, old); !hasError(errs, "spec", "immutable") {
+	if errs := ValidateCertificateAuthorityUpdate(updated, old); !hasError(errs, "spec.commonName", "immutable") {
 		t.Fatalf("changing the common name accepted: %v", errs)
 	}
 }
