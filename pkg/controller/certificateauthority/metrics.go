@@ -32,6 +32,17 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"ca"})
 
+	// Every certificate a CA has, not only the one that signs: during a
+	// rotation the previous one still verifies what it signed (the
+	// certificates not renewed stop verifying when it expires), and a
+	// next one that expires before the current one is a rotation to
+	// abandon. Three series a CA at most.
+	keyNotAfter = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "ca", Name: "certificate_not_after_timestamp_seconds",
+		Help:           "End of validity (Unix time) of each CertificateAuthority's certificates, by key: current (signs), previous (rotated out, still trusted until the rotation completes), next (made by Start, signing from Prepared).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"ca", "key"})
+
 	trustWaiting = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "rekey", Subsystem: "ca", Name: "trust_waiting_consumers",
 		Help:           "Trust consumers that do not yet report holding a Preparing CertificateAuthority's new CA (0 outside Preparing).",
@@ -47,7 +58,7 @@ var phases = []rotationv1alpha1.RotationPhase{rotationv1alpha1.PhaseNone, rotati
 // RegisterMetrics adds the CA metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rotationPhase, phaseSince, pendingRenewal, notAfter, trustWaiting)
+		legacyregistry.MustRegister(rotationPhase, phaseSince, pendingRenewal, notAfter, keyNotAfter, trustWaiting)
 	})
 }
 
@@ -81,7 +92,26 @@ func observe(ca *rotationv1alpha1.CertificateAuthority) {
 	if s.Current != nil {
 		notAfter.WithLabelValues(ca.Name).Set(float64(s.Current.NotAfter.Unix()))
 	}
+	for _, k := range []struct {
+		key  string
+		cert *rotationv1alpha1.CACertificate
+	}{{keyCurrent, s.Current}, {keyPrevious, s.Previous}, {keyNext, s.Next}} {
+		if k.cert == nil {
+			// A previous key destroyed by Complete, a next key made
+			// current by Prepared: its series goes.
+			keyNotAfter.DeleteLabelValues(ca.Name, k.key)
+			continue
+		}
+		keyNotAfter.WithLabelValues(ca.Name, k.key).Set(float64(k.cert.NotAfter.Unix()))
+	}
 }
+
+// The key label of rekey_ca_certificate_not_after_timestamp_seconds.
+const (
+	keyCurrent  = "current"
+	keyPrevious = "previous"
+	keyNext     = "next"
+)
 
 // forget drops a deleted CA's series.
 func forget(name string) {
@@ -95,5 +125,21 @@ func forget(name string) {
 	phaseSince.DeleteLabelValues(name)
 	pendingRenewal.DeleteLabelValues(name)
 	notAfter.DeleteLabelValues(name)
+	for _, k := range []string{keyCurrent, keyPrevious, keyNext} {
+		keyNotAfter.DeleteLabelValues(name, k)
+	}
 	trustWaiting.DeleteLabelValues(name)
+}
+
+// resetMetrics drops every CA's series when this replica's controllers
+// stop (the end of a leadership term): the next leader reports them, and
+// a former leader's frozen values would otherwise keep an alert firing
+// (or hide one) for as long as it runs.
+func resetMetrics() {
+	rotationPhase.Reset()
+	phaseSince.Reset()
+	pendingRenewal.Reset()
+	notAfter.Reset()
+	keyNotAfter.Reset()
+	trustWaiting.Reset()
 }
