@@ -57,7 +57,7 @@ type Controller struct {
 // that use it and the requests that waited for them.
 func NewController(client clientset.Interface, csrInformer certinformers.CertificateSigningRequestInformer, signerInformer certinformers.SignerInformer,
 	caInformer rotationinformers.CertificateAuthorityInformer, auth *authority.Service, clk clock.PassiveClock) *Controller {
-	issuer.RegisterMetrics()
+	RegisterMetrics()
 	c := &Controller{
 		client:       client,
 		signers:      signerInformer.Lister(),
@@ -72,6 +72,14 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueSigner,
 		UpdateFunc: func(_, obj any) { c.enqueueSigner(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if s, ok := obj.(*certv1alpha1.Signer); ok {
+				signerReady.DeleteLabelValues(s.Spec.SignerName)
+			}
+		},
 	})
 	_, _ = caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.caChanged(nil, obj) },
@@ -141,10 +149,18 @@ func caSigningStateChanged(old, cur *rotationv1alpha1.CertificateAuthority) bool
 
 // Run signs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go runner.Run(ctx, "signer-status", c.signerQueue, c.signerSynced, 1, func(ctx context.Context, name string) (time.Duration, error) {
-		return c.syncSigner(ctx, name)
-	})
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		runner.Run(ctx, "signer-status", c.signerQueue, c.signerSynced, 1, func(ctx context.Context, name string) (time.Duration, error) {
+			return c.syncSigner(ctx, name)
+		})
+	}()
 	c.csrs.Run(ctx, workers, c.signerSynced...)
+	<-statusDone
+	// The next leader reports the Signers; a former leader's frozen values
+	// would keep an alert firing, or hide one.
+	signerReady.Reset()
 }
 
 func (c *Controller) signerFor(signerName string) (*certv1alpha1.Signer, error) {
@@ -241,6 +257,11 @@ func (c *Controller) handleSigner(ctx context.Context, s *certv1alpha1.Signer) (
 		// Look again soon: the CA may be on its way.
 		recheck = 5 * time.Second
 	}
+	ready := 0.0
+	if cond.Status == metav1.ConditionTrue {
+		ready = 1
+	}
+	signerReady.WithLabelValues(s.Spec.SignerName).Set(ready)
 	if cur := apimeta.FindStatusCondition(s.Status.Conditions, certv1alpha1.SignerReady); cur != nil &&
 		cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message && s.Status.ObservedGeneration == s.Generation {
 		return recheck, nil

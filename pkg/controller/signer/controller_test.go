@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -251,6 +252,7 @@ func TestHandleDoesNotSignAVersionItAlreadyWroteOver(t *testing.T) {
 }
 
 func TestHandleSignerReportsCAReadiness(t *testing.T) {
+	RegisterMetrics() // unregistered metrics record nothing
 	for name, tc := range map[string]struct {
 		withCA      bool
 		wantStatus  metav1.ConditionStatus
@@ -280,6 +282,13 @@ func TestHandleSignerReportsCAReadiness(t *testing.T) {
 			updated := actions[0].(k8stesting.UpdateAction).GetObject().(*certv1alpha1.Signer)
 			if c := updated.Status.Conditions[0]; c.Type != certv1alpha1.SignerReady || c.Status != tc.wantStatus || tc.wantReason != "" && c.Reason != tc.wantReason {
 				t.Errorf("condition %+v, want Ready=%s %s", c, tc.wantStatus, tc.wantReason)
+			}
+			wantGauge := 0.0
+			if tc.wantStatus == metav1.ConditionTrue {
+				wantGauge = 1
+			}
+			if v, err := testutil.GetGaugeMetricValue(signerReady.WithLabelValues("example.com/team")); err != nil || v != wantGauge {
+				t.Errorf("rekey_signer_ready = %v, %v, want %v", v, err, wantGauge)
 			}
 		})
 	}
