@@ -46,7 +46,7 @@ func request(name string, conds ...certv1alpha1.RequestConditionType) *certv1alp
 // readySigner and readyCA serve teamSigner.
 func readySigner() *certv1alpha1.Signer {
 	return &certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: "example.com:team-signer"},
-		Spec: certv1alpha1.SignerSpec{SignerName: teamSigner, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}},
+		Spec:   certv1alpha1.SignerSpec{SignerName: teamSigner, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "team-ca"}},
 		Status: certv1alpha1.SignerStatus{Conditions: []metav1.Condition{{Type: certv1alpha1.SignerReady, Status: metav1.ConditionTrue, Reason: "CAReady"}}}}
 }
 
