@@ -60,6 +60,9 @@ const (
 	CertificateAttested RequestConditionType = "Attested"
 	// CertificateRevoked: a Revocation names the issued certificate (server-set).
 	CertificateRevoked RequestConditionType = "Revoked"
+	// CertificateIssued: status.certificate is set (server-set in the
+	// write that sets it; no client adds or removes it).
+	CertificateIssued RequestConditionType = "Issued"
 )
 
 // CertificateSigningRequestCondition describes one condition of a request.

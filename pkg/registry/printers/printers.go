@@ -19,10 +19,12 @@ type Object interface {
 }
 
 // Table prints objects of type T with the given columns; Row returns the
-// cells after NAME.
+// cells after NAME. RowContext, when set, is used instead of Row, for
+// cells that read other objects (with the request's context).
 type Table[T Object] struct {
-	Columns []metav1.TableColumnDefinition
-	Row     func(T) []interface{}
+	Columns    []metav1.TableColumnDefinition
+	Row        func(T) []interface{}
+	RowContext func(context.Context, T) []interface{}
 }
 
 // ConvertToTable implements rest.TableConvertor.
@@ -50,7 +52,13 @@ func (t Table[T]) ConvertToTable(ctx context.Context, obj runtime.Object, tableO
 		return nil, fmt.Errorf("cannot print %T as a table", obj)
 	}
 	for _, item := range items {
-		cells := append([]interface{}{item.GetName()}, t.Row(item)...)
+		var row []interface{}
+		if t.RowContext != nil {
+			row = t.RowContext(ctx, item)
+		} else {
+			row = t.Row(item)
+		}
+		cells := append([]interface{}{item.GetName()}, row...)
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: item}})
 	}
 	return table, nil
@@ -62,6 +70,15 @@ func Age(t metav1.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// NotAfter formats the end of a certificate's validity as rekey's tables
+// do (kubectl get rca, revocations): RFC 3339 in UTC, "<none>" for none.
+func NotAfter(t time.Time) string {
+	if t.IsZero() {
+		return "<none>"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // ConditionStatus returns the status of a condition type, or "Unknown".

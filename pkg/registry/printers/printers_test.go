@@ -48,3 +48,29 @@ func TestAge(t *testing.T) {
 		t.Errorf("90 minutes ago: %q", got)
 	}
 }
+
+func TestNotAfter(t *testing.T) {
+	if got := NotAfter(time.Time{}); got != "<none>" {
+		t.Errorf("zero time: %q", got)
+	}
+	at := time.Date(2026, 11, 24, 21, 0, 0, 0, time.FixedZone("CET", 3600))
+	if got := NotAfter(at); got != "2026-11-24T20:00:00Z" {
+		t.Errorf("NotAfter(%v) = %q, want RFC 3339 in UTC", at, got)
+	}
+}
+
+// TestRowContext: a table with RowContext prints its cells, with the
+// request's context.
+func TestRowContext(t *testing.T) {
+	type key struct{}
+	table := Table[*rotation.CertificateAuthority]{
+		Columns: []metav1.TableColumnDefinition{{Name: "From", Type: "string"}},
+		RowContext: func(ctx context.Context, c *rotation.CertificateAuthority) []interface{} {
+			return []interface{}{ctx.Value(key{})}
+		},
+	}
+	got, err := table.ConvertToTable(context.WithValue(context.Background(), key{}, "ctx"), &rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, nil)
+	if err != nil || len(got.Rows) != 1 || got.Rows[0].Cells[1] != "ctx" {
+		t.Fatalf("table %+v, err %v", got, err)
+	}
+}

@@ -161,6 +161,12 @@ const (
 	// Revocation names it): status True, the RFC 5280 reason as reason.
 	// Only the server adds it, and nothing removes it.
 	CertificateRevoked RequestConditionType = "Revoked"
+	// CertificateIssued says status.certificate holds the issued
+	// certificate (status True; the message names its issuer, serial and
+	// expiry). The server adds it in the write that sets the certificate,
+	// whoever signed; clients can neither add nor remove it, so that
+	// `kubectl wait --for=condition=Issued` waits for the certificate.
+	CertificateIssued RequestConditionType = "Issued"
 )
 
 // CertificateSigningRequestCondition describes a condition of a CertificateSigningRequest object

@@ -220,7 +220,14 @@ func applyOutcome(csr *certificates.CertificateSigningRequest, out issuer.Outcom
 	switch {
 	case len(out.Certificate) > 0:
 		csr.Status.Certificate = out.Certificate
-		addOwnership(csr, managerSigner, "status", now, fieldpath.MakePathOrDie("status", "certificate"))
+		// The Issued condition comes with the certificate, in this write,
+		// as the /status strategy adds it when a controller or an external
+		// signer sets one.
+		if certificates.GetCondition(csr, certificates.CertificateIssued) == nil {
+			csr.Status.Conditions = append(csr.Status.Conditions, issuedCondition(out.Certificate, now))
+		}
+		addOwnership(csr, managerSigner, "status", now,
+			append([]fieldpath.Path{fieldpath.MakePathOrDie("status", "certificate")}, conditionPaths(certificates.CertificateIssued)...)...)
 	case out.Failure != nil:
 		addCondition(certificates.CertificateFailed, out.Failure)
 		addOwnership(csr, managerSigner, "status", now, conditionPaths(certificates.CertificateFailed)...)

@@ -74,13 +74,21 @@ type Storage struct {
 	// promise a decision in the create, which only an issuer makes.
 	SelfNodeClient *NodeClientREST
 	NodeClient     *NodeClientREST
+
+	signers *signerLookup
 }
+
+// UseSigners has the request table read Signers (their policies give a
+// pending request's REQUESTEDDURATION) from the Signer storage, which the
+// server makes after this one.
+func (s *Storage) UseSigners(g SignerGetter) { s.signers.getter.Store(&g) }
 
 // NewStorage builds the stores for the main resource, /status and
 // /approval. iss, when not nil, decides in the approval and create writes
 // (package issuer); nil leaves every decision to the controllers.
 func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clk clock.PassiveClock, iss Issuer) (*Storage, error) {
 	strategy := NewStrategy(scheme, clk)
+	signers := &signerLookup{}
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &certificates.CertificateSigningRequest{} },
 		NewListFunc:               func() runtime.Object { return &certificates.CertificateSigningRequestList{} },
@@ -93,7 +101,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		DeleteStrategy:      strategy,
 		ResetFieldsStrategy: strategy,
 
-		TableConvertor: tableConvertor,
+		TableConvertor: newTable(signers),
 	}
 	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}
 	if err := store.CompleteWithOptions(options); err != nil {
@@ -111,6 +119,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 		CertificateSigningRequest: requests,
 		Status:                    registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
 		Approval:                  &ApprovalREST{SubresourceREST: registry.NewSubresourceREST(store, NewApprovalStrategy(strategy)), issuing: issuing},
+		signers:                   signers,
 	}
 	if issuing {
 		s.SelfNodeClient = &NodeClientREST{requests: requests, subresource: issuer.SubresourceSelfNodeClient}

@@ -129,12 +129,15 @@ func (s statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	preserveCondition(newCSR, oldCSR, certificates.CertificateApproved)
 	preserveCondition(newCSR, oldCSR, certificates.CertificateDenied)
 	keepRevoked(ctx, newCSR, oldCSR)
-	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
+	now := s.clock.Now()
+	keepIssued(newCSR, oldCSR, now)
+	stampConditionTimes(newCSR, oldCSR, now)
 }
 
 func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
-	return append(validation.ValidateCertificateSigningRequestStatusUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
+	errs := append(validation.ValidateCertificateSigningRequestStatusUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
+	return append(errs, forbidIssued(newCSR)...)
 }
 
 func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
@@ -167,12 +170,15 @@ func (s approvalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime
 	newCSR.Status.Certificate = oldCSR.Status.Certificate
 	registry.KeepMetadata(newCSR, oldCSR)
 	keepRevoked(ctx, newCSR, oldCSR)
-	stampConditionTimes(newCSR, oldCSR, s.clock.Now())
+	now := s.clock.Now()
+	keepIssued(newCSR, oldCSR, now)
+	stampConditionTimes(newCSR, oldCSR, now)
 }
 
 func (approvalStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	newCSR, oldCSR := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
-	return append(validation.ValidateCertificateSigningRequestApprovalUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
+	errs := append(validation.ValidateCertificateSigningRequestApprovalUpdate(newCSR, oldCSR), forbidRevoked(ctx, newCSR, oldCSR)...)
+	return append(errs, forbidIssued(newCSR)...)
 }
 
 // keepRevoked puts the stored Revoked condition back as it was, whatever
