@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	restclient "k8s.io/client-go/rest"
@@ -32,7 +31,6 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
-	"rekey.io/rekey/pkg/apiserver/decodeerrors"
 	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
@@ -126,11 +124,6 @@ type ExtraConfig struct {
 	// NodeTrust, in standalone mode, authenticates nodes with the client
 	// certificates of rekey's own kubelet client CA.
 	NodeTrust *standalone.NodeTrust
-	// SelfReviews, in standalone mode, is the authorizer that answers
-	// SelfSubjectAccessReviews, and turns on serving them and
-	// SelfSubjectReviews (kubectl auth can-i, kubectl auth whoami). Nil:
-	// neither is served (in a cluster, kube-apiserver serves both).
-	SelfReviews authorizer.Authorizer
 
 	// PublicPaths is where New registers the handlers served without
 	// authentication (the revocation webhook, the CRLs): the options put it
@@ -283,11 +276,6 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
-	if c.ExtraConfig.SelfReviews != nil {
-		if err := standalone.InstallSelfReviews(generic.Handler.NonGoRestfulMux, c.ExtraConfig.SelfReviews); err != nil {
-			return nil, err
-		}
-	}
 	if s.crls, err = c.installCRLs(s, auth, replica); err != nil {
 		return nil, err
 	}
@@ -395,7 +383,6 @@ func (s *Server) close(logger klog.Logger) {
 // Revocation storage (newRevocations).
 func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage, revocations rest.Storage) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	group.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
 		return fmt.Errorf("creating certificatesigningrequests storage: %w", err)
@@ -422,7 +409,6 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 
 	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	rotationGroup.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	cas, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStores.Allowed, c.ExtraConfig.Clock)
 	if err != nil {
 		return fmt.Errorf("creating certificateauthorities storage: %w", err)
@@ -456,7 +442,6 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 
 	attestationGroup := genericapiserver.NewDefaultAPIGroupInfo(attestation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	attestationGroup.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	policies, err := policystorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
 	if err != nil {
 		return fmt.Errorf("creating attestationpolicies storage: %w", err)
