@@ -14,9 +14,22 @@ import (
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	configFlags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
-		Use:          "kubectl rekey",
-		Short:        "Work with rekey certificate requests, signers and authorities",
+		// The binary is kubectl-rekey; help and errors name it as users
+		// type it, "kubectl rekey".
+		Use:         "kubectl-rekey",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rekey"},
+		Short:       "Work with rekey certificate requests, signers and authorities",
+		Long: `Work with rekey certificate requests, signers and authorities.
+
+kubectl runs this plugin as "kubectl rekey" when kubectl-rekey is on PATH.
+Shell completion of its commands and of the names of requests,
+CertificateAuthorities and Signers works through kubectl (1.26 and later)
+when kubectl_complete-rekey (built beside kubectl-rekey) is on PATH too.`,
 		SilenceUsage: true,
+		// `kubectl-rekey completion SHELL` completes the binary, not
+		// "kubectl rekey": kept for those who run it directly, but not
+		// listed beside the commands (kubectl_complete-rekey is the way).
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		// Errors are printed once by main, not by cobra as well.
 		SilenceErrors: true,
 	}
@@ -47,5 +60,10 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(newConsumersCommand(newClient, streams))
 	cmd.AddCommand(newAttestCommand(newClient, streams))
 	cmd.AddCommand(newRevokeCommand(newClient, newKube, namespace, streams))
+	cmd.AddCommand(newRequestCommand(newRequestDeps(configFlags, newClient), streams))
+	cmd.AddCommand(newInspectCommand(newClient, newKube, streams))
+	cmd.AddCommand(newRenewCommand(newRequestDeps(configFlags, newClient), streams))
+	// Last: completion for every command above.
+	addCompletions(cmd, Completer{newClient: newClient, namespace: namespace})
 	return cmd
 }
