@@ -207,14 +207,14 @@ func parseSubject(s string) (pkix.Name, error) {
 // templateFlags are what a new PKCS#10 request holds: the subject, the
 // subject alternative names.
 type templateFlags struct {
-	subject, cn       string
-	orgs, dns, ips    []string
-	emails, uris      []string
-	usages            []string
-	duration          time.Duration
-	signer            string
-	keyFile, newKey   string
-	keyType, csrFile  string
+	subject, cn      string
+	orgs, dns, ips   []string
+	emails, uris     []string
+	usages           []string
+	duration         time.Duration
+	signer           string
+	keyFile, newKey  string
+	keyType, csrFile string
 }
 
 // hasSubjectFlags says whether any flag that goes into a PKCS#10 request

@@ -24,13 +24,23 @@ import (
 type REST struct {
 	*genericregistry.Store
 	issuing bool
+	// dryRunner, when set, says in a dry-run create's warnings what the
+	// request's signer would decide (dryrun.go).
+	dryRunner DryRunner
 }
 
 // Create stores a request. With an issuer, a request its signer approves
-// without a person is approved and signed in this write (see Issuer).
+// without a person is approved and signed in this write (see Issuer). A
+// dry run decides nothing, but its response carries, as a warning, what
+// the signer's policy would issue or the rule the request breaks: the
+// object it evaluates is the one validation and admission allowed, with
+// the requester stamped from the authenticated user.
 func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	growstack.ForREST()
-	if r.issuing && !dryrun.IsDryRun(options.DryRun) {
+	if dryrun.IsDryRun(options.DryRun) {
+		return r.dryRunCreate(ctx, obj, createValidation, options)
+	}
+	if r.issuing {
 		var w *write
 		ctx, w = withWrite(ctx)
 		createValidation = w.afterCreateValidation(createValidation)
@@ -115,6 +125,9 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, cl
 	}
 
 	requests := &REST{Store: store, issuing: issuing}
+	if d, ok := iss.(DryRunner); ok {
+		requests.dryRunner = d
+	}
 	s := &Storage{
 		CertificateSigningRequest: requests,
 		Status:                    registry.NewSubresourceREST(store, NewStatusStrategy(strategy)),
