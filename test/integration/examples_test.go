@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,11 +29,33 @@ func TestExampleManifestsAreAccepted(t *testing.T) {
 		if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, f)); err != nil {
 			t.Fatalf("kubectl create -f %s: %v %s%s", f, err, out, errOut)
 		}
+		// Server-side apply after create: the durations in the file are
+		// what the server stores, so kubectl-create and the applier agree
+		// on every field instead of conflicting (docs/api.md, kubectl apply).
+		if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "apply", "--server-side", "-f", filepath.Join(dir, f)); err != nil {
+			t.Fatalf("kubectl apply --server-side -f %s after create: %v %s%s", f, err, out, errOut)
+		}
 	}
-	// The RotatingCredential example is accepted; a standalone server has
-	// no host cluster to keep its Secret in, and says so.
-	if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "create", "-f", filepath.Join(dir, "rotatingcredential.yaml")); err != nil {
-		t.Fatalf("kubectl create -f rotatingcredential.yaml: %v %s%s", err, out, errOut)
+	// Client-side apply of the whole directory, twice: the second reports
+	// every object unchanged (issue #32: a duration written "720h" came
+	// back as "720h0m0s" and every apply patched it again). The
+	// RotatingCredential example is accepted; a standalone server has no
+	// host cluster to keep its Secret in, and says so below.
+	if out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "apply", "-f", dir); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v %s%s", dir, err, out, errOut)
+	}
+	out, errOut, err := framework.RunKubectl(t, srv.Kubeconfig, nil, "apply", "-f", dir)
+	if err != nil {
+		t.Fatalf("kubectl apply -f %s (again): %v %s%s", dir, err, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("the second apply printed %d lines, want one per example (4):\n%s%s", len(lines), out, errOut)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, " unchanged") {
+			t.Errorf("the second apply of the examples changed something: %q\n%s", l, out)
+		}
 	}
 	framework.Eventually(t, 30*time.Second, "the standalone server reports NoHostCluster for the RotatingCredential example", func(ctx context.Context) error {
 		rc, err := srv.Client.RotationV1alpha1().RotatingCredentials("team-a").Get(ctx, "db-password", metav1.GetOptions{})
@@ -57,9 +80,7 @@ func TestExampleManifestsAreAccepted(t *testing.T) {
 		if err := yaml.UnmarshalStrict(data, &csr); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if _, err := srv.Client.CertificatesV1alpha1().CertificateSigningRequests().Create(context.Background(), &csr, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("%s refused: %v", f, err)
-		}
+		// kubectl apply above created it.
 		current, err := srv.Client.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), csr.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
