@@ -456,7 +456,7 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 		return refused
 	}
 	if f.approve && certv1alpha1.IsPending(csr) {
-		d := &decisionOptions{decision: decisionApprove, newClient: deps.newClient, streams: genericiooptions.IOStreams{Out: msg, ErrOut: streams.ErrOut}}
+		d := &decisionOptions{decision: decisionApprove, reason: decisionApprove.reason, newClient: deps.newClient, streams: genericiooptions.IOStreams{Out: msg, ErrOut: streams.ErrOut}}
 		if err := d.decide(ctx, client, csr.Name); err != nil {
 			return err
 		}
