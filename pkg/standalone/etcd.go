@@ -46,6 +46,17 @@ func EtcdClientURL(dataDir string) string {
 	return "unix://" + filepath.Join(dataDir, etcdClientSocket)
 }
 
+// CheckEtcdDir refuses a directory whose path is too long for the etcd
+// client socket in it. The options check it before they create the
+// directory, so that a refused path leaves nothing behind.
+func CheckEtcdDir(dir string) error {
+	if clientSock := filepath.Join(dir, etcdClientSocket); len(clientSock) > maxSocketPath {
+		return fmt.Errorf("%s is too long for etcd's unix socket %s (%d bytes, at most %d): choose a directory with a path at most %d bytes long",
+			dir, clientSock, len(clientSock), maxSocketPath, maxSocketPath-len(etcdClientSocket)-1)
+	}
+	return nil
+}
+
 // StartEtcd runs a single-member etcd with its data in dir. No listener
 // accepts an unauthenticated client: an etcd on a loopback TCP port would
 // let any local process write an approved request straight into storage.
@@ -56,10 +67,10 @@ func EtcdClientURL(dataDir string) string {
 // afresh at each start whose key never leaves the process's data
 // directory. It returns once etcd is ready.
 func StartEtcd(ctx context.Context, dir string) (*Etcd, error) {
-	clientSock := filepath.Join(dir, etcdClientSocket)
-	if len(clientSock) > maxSocketPath {
-		return nil, fmt.Errorf("--data-dir %s is too long for etcd's unix socket (%d bytes at most for %s)", dir, maxSocketPath, clientSock)
+	if err := CheckEtcdDir(dir); err != nil {
+		return nil, err
 	}
+	clientSock := filepath.Join(dir, etcdClientSocket)
 	// A socket left by a killed process would make listen fail.
 	if err := os.Remove(clientSock); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("removing stale etcd socket: %w", err)

@@ -56,11 +56,16 @@ func (o *EmbeddedEtcdOptions) Start(ctx context.Context) (*standalone.Etcd, erro
 }
 
 // privateDir makes the directory a flag names (mode 0700 when it is new)
-// and returns its absolute path.
+// and returns its absolute path. Both directories that use it hold the
+// embedded etcd's socket: a path too long for it is refused before
+// anything is created.
 func privateDir(flag, dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("resolving %s: %w", flag, err)
+	}
+	if err := standalone.CheckEtcdDir(abs); err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("creating %s: %w", flag, err)
