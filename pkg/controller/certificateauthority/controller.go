@@ -150,7 +150,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		synced = append(synced, c.consumersSynced)
 	}
 	runner.Run(ctx, "certificateauthority", c.queue, synced, workers, c.sync)
-	resetMetrics()
+	c.forgetAll()
 }
 
 // KeyIDFor is the key ID of a CA's first key. It is derived from the

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -131,15 +132,16 @@ func forget(name string) {
 	trustWaiting.DeleteLabelValues(name)
 }
 
-// resetMetrics drops every CA's series when this replica's controllers
-// stop (the end of a leadership term): the next leader reports them, and
-// a former leader's frozen values would otherwise keep an alert firing
-// (or hide one) for as long as it runs.
-func resetMetrics() {
-	rotationPhase.Reset()
-	phaseSince.Reset()
-	pendingRenewal.Reset()
-	notAfter.Reset()
-	keyNotAfter.Reset()
-	trustWaiting.Reset()
+// forgetAll drops the series of every CA this controller knows when it
+// stops (the end of a leadership term): the next leader reports them, and
+// a former leader's frozen values would otherwise keep an alert firing (a
+// rotation "stuck" in the phase it last saw), or hide one.
+func (c *Controller) forgetAll() {
+	all, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, ca := range all {
+		forget(ca.Name)
+	}
 }

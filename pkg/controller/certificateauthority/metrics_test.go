@@ -5,9 +5,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 )
 
 // keySeries is the value of each key's not-after series of one CA, as
@@ -75,20 +77,25 @@ func TestObserveReportsEveryKeysNotAfter(t *testing.T) {
 
 // A replica whose controllers stop serves no CA series: a former leader's
 // frozen phase would otherwise look like a rotation stuck in it.
-func TestResetMetricsDropsEveryCA(t *testing.T) {
+func TestForgetAllDropsEveryKnownCA(t *testing.T) {
 	RegisterMetrics()
 	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "reset-ca"}}
 	ca.Status.Phase = rotationv1alpha1.PhasePreparing
 	ca.Status.Current = &rotationv1alpha1.CACertificate{NotAfter: metav1.NewTime(time.Now().Add(time.Hour))}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(ca); err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{lister: rotationlisters.NewCertificateAuthorityLister(indexer)}
 	observe(ca)
 	if got := keySeries(t, "reset-ca"); len(got) != 1 {
-		t.Fatalf("before the reset: %v", got)
+		t.Fatalf("before the controller stops: %v", got)
 	}
-	resetMetrics()
+	c.forgetAll()
 	if got := keySeries(t, "reset-ca"); len(got) != 0 {
-		t.Fatalf("after the reset: %v", got)
+		t.Fatalf("after the controller stopped: %v", got)
 	}
 	if phases := gaugeValues(t, "rekey_ca_rotation_phase", "reset-ca", "phase"); len(phases) != 0 {
-		t.Fatalf("rotation phase after the reset: %v", phases)
+		t.Fatalf("rotation phase after the controller stopped: %v", phases)
 	}
 }

@@ -92,8 +92,8 @@ func NewController(client clientset.Interface, kube kubernetes.Interface, creds 
 	}
 	c.afterStep = testHook()
 	_, _ = creds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		AddFunc:    c.observeAndEnqueue,
+		UpdateFunc: func(_, obj any) { c.observeAndEnqueue(obj) },
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				forget(key)
@@ -112,6 +112,15 @@ func NewController(client clientset.Interface, kube kubernetes.Interface, creds 
 		UpdateFunc: func(_, obj any) { c.enqueueClientCertificates() },
 	})
 	return c
+}
+
+// observeAndEnqueue sets a RotatingCredential's gauges from the object as
+// stored, then queues it.
+func (c *Controller) observeAndEnqueue(obj any) {
+	if rc, ok := obj.(*rotationv1alpha1.RotatingCredential); ok {
+		observe(rc)
+	}
+	c.enqueue(obj)
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -151,6 +160,7 @@ func (c *Controller) enqueueClientCertificates() {
 // Run runs workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	runner.Run(ctx, "rotatingcredential", c.queue, c.synced, workers, c.sync)
+	c.forgetAll()
 }
 
 // newCallBackoff: a failed minter call is retried after 1s, doubling to
@@ -195,6 +205,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	} else if err != nil {
 		return 0, c.failed(ctx, rc, &MintError{Reason: "SecretUnreadable", Err: fmt.Errorf("reading Secret %s/%s: %w", ns, rc.Spec.SecretRef.Name, err)})
 	}
+	observeSecret(rc, secret)
 	now := c.clock.Now()
 	plan := Next(Observed{RC: rc, Secret: secret, Now: now, DueReason: c.caRotated(rc, secret)})
 	switch plan.Step {

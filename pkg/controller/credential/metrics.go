@@ -1,9 +1,14 @@
 package credential
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -11,6 +16,9 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
+// The gauges below have one series per RotatingCredential (namespace,
+// name) at most: their cardinality is the number of RotatingCredentials,
+// which a namespace's quota bounds like any object's.
 var (
 	rotations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "credential", Name: "mints_total",
@@ -24,13 +32,27 @@ var (
 		Namespace: "rekey", Subsystem: "credential", Name: "seconds_until_rotation",
 		Help: "Seconds until a RotatingCredential's next rotation, when it last waited.", StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "name"})
+	// The time itself, unlike seconds_until_rotation (which is true only
+	// at the moment it was set): an alert compares it with time().
+	nextRotation = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "credential", Name: "next_rotation_timestamp_seconds",
+		Help: "When (Unix time) a RotatingCredential's current credential is due to be replaced (status.nextRotationTime).", StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name"})
+	degraded = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "credential", Name: "degraded",
+		Help: "1 while a RotatingCredential's Degraded condition is True (its last rotation step failed; the current credential stays), else 0.", StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name"})
+	certificateNotAfter = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "credential", Name: "certificate_not_after_timestamp_seconds",
+		Help: "End of validity (Unix time) of the certificate in a ClientCertificate RotatingCredential's Secret (tls.crt of the current generation).", StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name"})
 	registerOnce sync.Once
 )
 
 // RegisterMetrics registers the controller's metrics (once).
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rotations, failures, untilRotation)
+		legacyregistry.MustRegister(rotations, failures, untilRotation, nextRotation, degraded, certificateNotAfter)
 	})
 }
 
@@ -40,9 +62,68 @@ func setUntilRotation(rc *rotationv1alpha1.RotatingCredential, now time.Time) {
 	}
 }
 
-// forget drops a deleted RotatingCredential's gauge.
+// observe records what a RotatingCredential's stored status says, on every
+// informer event: whichever write set the condition, the gauge follows
+// the object.
+func observe(rc *rotationv1alpha1.RotatingCredential) {
+	d := 0.0
+	if meta.IsStatusConditionTrue(rc.Status.Conditions, ConditionDegraded) {
+		d = 1
+	}
+	degraded.WithLabelValues(rc.Namespace, rc.Name).Set(d)
+	if t := rc.Status.NextRotationTime; t != nil {
+		nextRotation.WithLabelValues(rc.Namespace, rc.Name).Set(float64(t.Unix()))
+	} else {
+		nextRotation.DeleteLabelValues(rc.Namespace, rc.Name)
+	}
+}
+
+// observeSecret records the end of validity of the certificate a
+// ClientCertificate credential's Secret holds, read at each reconcile.
+// Only a Secret rekey created counts: another one's certificate is not
+// the credential. A Secret without a certificate that parses has no
+// series, rather than a stale one.
+func observeSecret(rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret) {
+	if rc.Spec.Minter.Type != rotationv1alpha1.MinterClientCertificate {
+		return
+	}
+	if secret == nil || !CreatedByRekey(rc, secret) {
+		certificateNotAfter.DeleteLabelValues(rc.Namespace, rc.Name)
+		return
+	}
+	block, _ := pem.Decode(secret.Data["tls.crt"])
+	if block == nil {
+		certificateNotAfter.DeleteLabelValues(rc.Namespace, rc.Name)
+		return
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		certificateNotAfter.DeleteLabelValues(rc.Namespace, rc.Name)
+		return
+	}
+	certificateNotAfter.WithLabelValues(rc.Namespace, rc.Name).Set(float64(cert.NotAfter.Unix()))
+}
+
+// forget drops a deleted RotatingCredential's gauges.
 func forget(key string) {
 	if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
 		untilRotation.DeleteLabelValues(ns, name)
+		nextRotation.DeleteLabelValues(ns, name)
+		degraded.DeleteLabelValues(ns, name)
+		certificateNotAfter.DeleteLabelValues(ns, name)
+	}
+}
+
+// forgetAll drops the gauges of every RotatingCredential this controller
+// knows when it stops (the end of a leadership term): the next leader
+// reports them, and a former leader's frozen values would otherwise keep an
+// alert firing, or hide one.
+func (c *Controller) forgetAll() {
+	all, err := c.creds.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, rc := range all {
+		forget(rc.Namespace + "/" + rc.Name)
 	}
 }

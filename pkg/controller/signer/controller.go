@@ -160,7 +160,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	<-statusDone
 	// The next leader reports the Signers; a former leader's frozen values
 	// would keep an alert firing, or hide one.
-	signerReady.Reset()
+	if all, err := c.signers.List(everything); err == nil {
+		for _, s := range all {
+			signerReady.DeleteLabelValues(s.Spec.SignerName)
+		}
+	}
 }
 
 func (c *Controller) signerFor(signerName string) (*certv1alpha1.Signer, error) {
