@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -39,14 +40,26 @@ period now, revoking the previous credential at once (after a leak, say).
 You need create on certificateauthorities/rotate or rotatingcredentials/rotate
 (group rotation.rekey.io).`,
 		Example: "  kubectl rekey rotate start team-ca\n  kubectl rekey status team-ca\n  kubectl rekey rotate complete team-ca\n  kubectl rekey rotate prepare --force team-ca   # end the wait for trust\n  kubectl rekey rotate start rcred/db-password -n team-a",
+		// Runnable, so that a mistyped action is an error (cobra would
+		// print the help and exit 0 for a group without a Run).
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownSubcommand(cmd, args[0])
+		},
 	}
 	for _, action := range []rotationv1alpha1.RotationAction{rotationv1alpha1.RotationStart, rotationv1alpha1.RotationPrepare, rotationv1alpha1.RotationComplete} {
 		action := action
 		var force bool
+		verb := strings.ToLower(string(action))
 		sub := &cobra.Command{
-			Use:   strings.ToLower(string(action)) + " NAME",
-			Short: fmt.Sprintf("%s the rotation of a CertificateAuthority", action),
-			Args:  cobra.ExactArgs(1),
+			Use:     verb + " NAME | rcred/NAME",
+			Short:   fmt.Sprintf("%s the rotation of a CertificateAuthority (NAME) or of a RotatingCredential (rcred/NAME, in -n NAMESPACE)", action),
+			Long:    rotateLong[action],
+			Example: fmt.Sprintf("  kubectl rekey rotate %[1]s team-ca\n  kubectl rekey rotate %[1]s rcred/db-password -n team-a", verb),
+			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if action == rotationv1alpha1.RotationPrepare {
 					// Checked here too, so that the user reads what force
@@ -94,12 +107,54 @@ You need create on certificateauthorities/rotate or rotatingcredentials/rotate
 		case rotationv1alpha1.RotationComplete:
 			sub.Flags().BoolVar(&force, "force", false, "Complete although certificates of the previous CA are still valid and not renewed; they stop verifying.")
 		case rotationv1alpha1.RotationPrepare:
+			sub.Use = verb + " --force NAME"
 			sub.Short = "End a Preparing rotation's wait for trust (needs --force): the new CA signs now"
+			sub.Example = "  kubectl rekey rotate prepare --force team-ca"
 			sub.Flags().BoolVar(&force, "force", false, "Required: end the wait for trust consumers and trustPropagation; consumers that do not hold the new CA yet fail to verify what it signs.")
 		}
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// unknownSubcommand is cobra's own error for an unknown command, with its
+// suggestions.
+func unknownSubcommand(cmd *cobra.Command, arg string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", arg, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root
+	}
+	if suggestions := cmd.SuggestionsFor(arg); len(suggestions) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(suggestions, "\n\t")
+	}
+	return errors.New(msg)
+}
+
+// rotateLong is each rotate subcommand's help: what it does to a
+// CertificateAuthority and to a RotatingCredential (rcred/NAME).
+var rotateLong = map[rotationv1alpha1.RotationAction]string{
+	rotationv1alpha1.RotationStart: `For a CertificateAuthority NAME: make a new CA key and certificate and publish
+it beside the old one (phase Preparing); the old CA still signs until the new
+one is trusted everywhere (Prepared). kubectl rekey status NAME follows it.
+
+For a RotatingCredential, rcred/NAME (or rotatingcredential/NAME) in
+-n NAMESPACE: mint a new credential now; refused while a grace period runs.
+
+You need create on certificateauthorities/rotate or rotatingcredentials/rotate
+(group rotation.rekey.io).`,
+	rotationv1alpha1.RotationPrepare: `End a Preparing rotation's wait for trust: the new CA signs now, although
+trust consumers that do not hold it yet fail to verify what it signs. Needs
+--force. CertificateAuthorities only.`,
+	rotationv1alpha1.RotationComplete: `For a CertificateAuthority NAME: stop trusting the previous CA and destroy its
+key (Completing, then Completed). Refused while certificates of the previous
+CA are still valid and not renewed, unless --force.
+
+For a RotatingCredential, rcred/NAME (or rotatingcredential/NAME) in
+-n NAMESPACE: end the grace period now, revoking the previous credential at
+once (after a leak, say).
+
+You need create on certificateauthorities/rotate or rotatingcredentials/rotate
+(group rotation.rekey.io).`,
 }
 
 // credentialName reads rcred/NAME (or rotatingcredential(s)/NAME).

@@ -1,0 +1,94 @@
+package plugin
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+func runRoot(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestHelpSaysKubectlRekey: every command's usage line, path and help
+// name the plugin as users type it.
+func TestHelpSaysKubectlRekey(t *testing.T) {
+	root := NewCommand(genericiooptions.IOStreams{})
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !strings.HasPrefix(c.CommandPath(), "kubectl rekey") || !strings.HasPrefix(c.UseLine(), "kubectl rekey") {
+			t.Errorf("command %q: path %q, usage %q", c.Name(), c.CommandPath(), c.UseLine())
+		}
+		for _, line := range strings.Split(c.Example, "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, "kubectl ") && !strings.HasPrefix(l, "kubectl rekey ") && !strings.HasPrefix(l, "kubectl get ") {
+				t.Errorf("command %q: example %q", c.CommandPath(), l)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"kubectl rekey [command]", "Approve rekey certificate signing requests (add an Approved condition)", `Use "kubectl rekey [command] --help"`, "kubectl_complete-rekey"}},
+		{[]string{"approve", "--help"}, []string{"kubectl rekey approve (NAME... | -f FILENAME) [flags]", "kubectl rekey approve my-request", "--wait duration"}},
+		{[]string{"deny", "--help"}, []string{"kubectl rekey deny (NAME... | -f FILENAME) [flags]", "--dry-run"}},
+		{[]string{"rotate", "start", "--help"}, []string{"kubectl rekey rotate start NAME | rcred/NAME [flags]", "rcred/NAME (or rotatingcredential/NAME) in\n-n NAMESPACE: mint a new credential now", "kubectl rekey rotate start rcred/db-password -n team-a"}},
+		{[]string{"rotate", "complete", "--help"}, []string{"kubectl rekey rotate complete NAME | rcred/NAME [flags]", "end the grace period now"}},
+	} {
+		out, err := runRoot(t, tc.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: no %q in\n%s", tc.args, want, out)
+			}
+		}
+		if strings.Contains(out, "Usage:\n  kubectl [") || strings.Contains(out, "  kubectl approve") {
+			t.Errorf("%v: help names kubectl alone:\n%s", tc.args, out)
+		}
+	}
+}
+
+// TestUnknownCommandNamesThePlugin: the error names "kubectl rekey",
+// not "kubectl".
+func TestUnknownCommandNamesThePlugin(t *testing.T) {
+	_, err := runRoot(t, "bogus")
+	if err == nil || err.Error() != `unknown command "bogus" for "kubectl rekey"` {
+		t.Fatalf("error %v", err)
+	}
+	_, err = runRoot(t, "rotate", "strat", "x")
+	if err == nil || err.Error() != "unknown command \"strat\" for \"kubectl rekey rotate\"\n\nDid you mean this?\n\tstart" {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestCommandsComplete: NewCommand gives every command that takes the
+// name of a rekey object a completion.
+func TestCommandsComplete(t *testing.T) {
+	root := NewCommand(genericiooptions.IOStreams{})
+	for _, path := range []string{"approve", "deny", "revoke", "rotate start", "rotate prepare", "rotate complete", "status", "bundle", "consumers", "attest status"} {
+		cmd := subcommand(root, path)
+		if cmd == nil || cmd.ValidArgsFunction == nil {
+			t.Errorf("%q has no completion", path)
+		}
+	}
+	if _, ok := subcommand(root, "revoke").GetFlagCompletionFunc("ca"); !ok {
+		t.Errorf("revoke --ca has no completion")
+	}
+}
