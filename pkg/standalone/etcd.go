@@ -10,10 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/pki"
@@ -38,6 +42,9 @@ type Etcd struct {
 
 	inProcessOnce sync.Once
 	inProcess     *InProcess
+	// closing is set when Close begins; etcd's logger then drops the
+	// errors of its listeners closing.
+	closing *atomic.Bool
 }
 
 // EtcdClientURL is the etcd endpoint of a standalone server whose data is
@@ -88,6 +95,12 @@ func StartEtcd(ctx context.Context, dir string) (*Etcd, error) {
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
+	closing := new(atomic.Bool)
+	lg, err := etcdLogger(closing)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	cu := url.URL{Scheme: "unix", Path: clientSock}
 	pu, err := url.Parse(peerURL)
 	if err != nil {
@@ -128,7 +141,44 @@ func StartEtcd(ctx context.Context, dir string) (*Etcd, error) {
 	}
 	url := EtcdClientURL(dir)
 	klog.FromContext(ctx).Info("Embedded etcd is ready", "dataDir", cfg.Dir, "clientURL", url)
-	return &Etcd{server: e, ClientURL: url}, nil
+	return &Etcd{server: e, ClientURL: url, closing: closing}, nil
+}
+
+// etcdLogger is etcd's default JSON logger at level error without stack
+// traces, which dropped, while etcd closes, the error each of its
+// listeners reports as it is closed ("setting up serving from embedded
+// etcd failed.": "http: Server closed", "use of closed network
+// connection"): a clean SIGTERM logs no error.
+func etcdLogger(closing *atomic.Bool) (*zap.Logger, error) {
+	zc := logutil.DefaultZapLoggerConfig
+	zc.Level = zap.NewAtomicLevelAt(zap.ErrorLevel)
+	zc.DisableStacktrace = true
+	lg, err := zc.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return closingFilter{Core: c, closing: closing} }))
+	if err != nil {
+		return nil, fmt.Errorf("building the embedded etcd's logger: %w", err)
+	}
+	return lg, nil
+}
+
+// listenerClosedMessage is what etcd logs when a listener's Serve
+// returns, closing or not (embed.Etcd.errHandler).
+const listenerClosedMessage = "setting up serving from embedded etcd failed."
+
+// closingFilter drops listenerClosedMessage once Close has begun.
+type closingFilter struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (f closingFilter) With(fields []zapcore.Field) zapcore.Core {
+	return closingFilter{Core: f.Core.With(fields), closing: f.closing}
+}
+
+func (f closingFilter) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if ent.Message == listenerClosedMessage && f.closing.Load() {
+		return ce
+	}
+	return f.Core.Check(ent, ce)
 }
 
 // freeLoopbackURL returns a URL on a loopback port that was free a moment
@@ -186,5 +236,6 @@ func (e *Etcd) Close() {
 	if e.inProcess != nil {
 		e.inProcess.Close()
 	}
+	e.closing.Store(true)
 	e.server.Close()
 }
