@@ -139,6 +139,7 @@ func (m *Manager) Once(ctx context.Context) (*tls.Certificate, error) {
 		renewals.WithLabelValues(m.Store.Prefix).Inc()
 	}
 	m.observe(err, notAfter)
+	m.observeValidity(pair)
 	if pair != nil && !m.early.Equal(m.noted) {
 		if noteErr := m.Store.SetEarlyRenewal(pair.Leaf, m.early); noteErr != nil {
 			klog.FromContext(ctx).Info("Could not note the early renewal point for exec-credential", "prefix", m.Store.Prefix, "err", noteErr.Error())

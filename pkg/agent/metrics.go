@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"errors"
 	"sync"
 	"time"
@@ -32,6 +33,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"prefix"})
 
+	// The validity of the pair in use, as timestamps: unlike
+	// certificate_expiration_seconds (true when it was set, at the last
+	// look, which may be weeks ago), an alert can compare them with time().
+	// One series per certificate kind: two per agent at most.
+	certificateNotAfter = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "certificate_not_after_timestamp_seconds",
+		Help:           "End of validity (Unix time) of the certificate in use, by kind (client, serving); 0 while the agent has no valid certificate.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+	certificateNotBefore = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "rekey", Subsystem: "agent", Name: "certificate_not_before_timestamp_seconds",
+		Help:           "Start of validity (Unix time) of the certificate in use, by kind (client, serving); 0 while the agent has no valid certificate.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+
 	revokedCertificates = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "agent", Name: "revoked_certificates_total",
 		Help:           "Current certificates the server said were revoked, discarded and bootstrapped anew with a new key, by file prefix.",
@@ -44,7 +60,7 @@ var (
 // RegisterMetrics adds the agent's metrics to the /metrics registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors, earlyRenewalTime, revokedCertificates)
+		legacyregistry.MustRegister(expirationSeconds, renewals, renewalErrors, earlyRenewalTime, certificateNotAfter, certificateNotBefore, revokedCertificates)
 	})
 }
 
@@ -75,6 +91,37 @@ func (m *Manager) observe(err error, notAfter time.Time) {
 		reason = "store"
 	}
 	renewalErrors.WithLabelValues(prefix, reason).Inc()
+}
+
+// Kind is the kind label of a store's certificate: client or serving for
+// the agent's two stores, else the file prefix.
+func Kind(prefix string) string {
+	switch prefix {
+	case PrefixClient:
+		return "client"
+	case PrefixServer:
+		return "serving"
+	}
+	return prefix
+}
+
+// observeValidity records the validity of the pair in use after an
+// attempt: the pair Once returns, or, when the attempt failed, the one
+// still in the store (a failed renewal keeps it in use). Zero when there
+// is none that is valid now: an alert treats that as expired.
+func (m *Manager) observeValidity(pair *tls.Certificate) {
+	if pair == nil {
+		if current, err := m.Store.Current(); err == nil {
+			pair = current
+		}
+	}
+	notBefore, notAfter := 0.0, 0.0
+	if pair != nil && pair.Leaf != nil {
+		notBefore, notAfter = float64(pair.Leaf.NotBefore.Unix()), float64(pair.Leaf.NotAfter.Unix())
+	}
+	kind := Kind(m.Store.Prefix)
+	certificateNotBefore.WithLabelValues(kind).Set(notBefore)
+	certificateNotAfter.WithLabelValues(kind).Set(notAfter)
 }
 
 // TimeoutError is a request not decided within the wait.
