@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	restclient "k8s.io/client-go/rest"
@@ -124,6 +125,11 @@ type ExtraConfig struct {
 	// NodeTrust, in standalone mode, authenticates nodes with the client
 	// certificates of rekey's own kubelet client CA.
 	NodeTrust *standalone.NodeTrust
+	// SelfReviews, in standalone mode, is the authorizer that answers
+	// SelfSubjectAccessReviews, and turns on serving them and
+	// SelfSubjectReviews (kubectl auth can-i, kubectl auth whoami). Nil:
+	// neither is served (in a cluster, kube-apiserver serves both).
+	SelfReviews authorizer.Authorizer
 
 	// PublicPaths is where New registers the handlers served without
 	// authentication (the revocation webhook, the CRLs): the options put it
@@ -276,6 +282,11 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
+	if c.ExtraConfig.SelfReviews != nil {
+		if err := standalone.InstallSelfReviews(generic.Handler.NonGoRestfulMux, c.ExtraConfig.SelfReviews); err != nil {
+			return nil, err
+		}
+	}
 	if s.crls, err = c.installCRLs(s, auth, replica); err != nil {
 		return nil, err
 	}

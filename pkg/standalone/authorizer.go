@@ -14,7 +14,9 @@ import (
 //   - members of system:masters may do anything;
 //   - any other authenticated user may read discovery, OpenAPI and health
 //     endpoints, and create, get, list and watch CertificateSigningRequests
-//     (the requester role); approving and signing need system:masters;
+//     (the requester role), and ask who they are and what they may do
+//     (SelfSubjectReview, SelfSubjectAccessReview); approving and signing
+//     need system:masters;
 //   - system:nodes may have their own node client certificates auto-approved
 //     (selfnodeclient), system:bootstrappers any node's (nodeclient);
 //   - system:nodes may get Signers and get and watch CertificateAuthorities
@@ -44,6 +46,13 @@ func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decisio
 	}
 	if a.GetAPIGroup() == "certificates.rekey.io" && a.GetResource() == "certificatesigningrequests" &&
 		a.GetSubresource() == "" && slices.Contains(requesterVerbs, a.GetVerb()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	// Asking who one is and what one may do (kubectl auth whoami, kubectl
+	// auth can-i), as kube-apiserver's system:basic-user role allows.
+	if a.GetVerb() == "create" && a.GetSubresource() == "" &&
+		(a.GetAPIGroup() == "authentication.k8s.io" && a.GetResource() == "selfsubjectreviews" ||
+			a.GetAPIGroup() == "authorization.k8s.io" && a.GetResource() == "selfsubjectaccessreviews") {
 		return authorizer.DecisionAllow, "", nil
 	}
 	// Node client auto-approval, as artifacts/rbac/node-client.yaml grants

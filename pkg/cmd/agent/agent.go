@@ -27,6 +27,7 @@ import (
 	"rekey.io/rekey/pkg/agent/tpmnode"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/trustsync"
+	"rekey.io/rekey/pkg/version"
 )
 
 // Default signers of node client and serving certificates.
@@ -88,7 +89,10 @@ func NewCommand(out io.Writer) *cobra.Command {
 		Use:          "rekey-agent",
 		Short:        "Bootstrap and renew a node's certificates through certificates.rekey.io",
 		SilenceUsage: true,
+		// --version prints the release and the commit (package version).
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.AddCommand(newRunCommand(), newExecCredentialCommand(out), newTrustSyncCommand())
 	return root
 }

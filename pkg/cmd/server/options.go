@@ -38,6 +38,7 @@ import (
 	"rekey.io/rekey/pkg/growstack"
 	"rekey.io/rekey/pkg/revocation"
 	"rekey.io/rekey/pkg/serveridentity"
+	"rekey.io/rekey/pkg/version"
 )
 
 const (
@@ -191,14 +192,14 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
 	genericConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(rekeyopenapi.GetOpenAPIDefinitions, namer)
 	genericConfig.OpenAPIConfig.Info.Title = "rekey"
-	genericConfig.OpenAPIConfig.Info.Version = "v0.1.0"
+	genericConfig.OpenAPIConfig.Info.Version = "v" + version.Base
 	genericConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(rekeyopenapi.GetOpenAPIDefinitions, namer)
 	genericConfig.OpenAPIV3Config.Info.Title = "rekey"
-	genericConfig.OpenAPIV3Config.Info.Version = "v0.1.0"
+	genericConfig.OpenAPIV3Config.Info.Version = "v" + version.Base
 	// Admission reads these, and Complete panics on a nil EffectiveVersion,
 	// so they are set before ApplyTo.
 	genericConfig.FeatureGate = utilfeature.DefaultFeatureGate
-	genericConfig.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	genericConfig.EffectiveVersion = apiserver.EffectiveVersion(compatibility.DefaultBuildEffectiveVersion())
 	// On SIGTERM, tell every open watch to end at once (clients re-list and
 	// re-watch elsewhere or after the restart) instead of letting them hold
 	// the HTTP server's shutdown until the kubelet's SIGKILL; this bounds the
@@ -218,6 +219,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	public := publicpaths.New()
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
+		handler = filters.WithVersionHeader(handler, version.Get().GitVersion())
 		if frontProxyConfigured(c.Authentication) {
 			handler = peerverify.WithFrontProxyRecord(handler)
 		}

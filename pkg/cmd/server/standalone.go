@@ -111,6 +111,9 @@ func (o *StandaloneOptions) ApplyTo(c *genericapiserver.RecommendedConfig, extra
 	}
 	authz := standalone.NewAuthorizer()
 	c.Authorization.Authorizer = authz
+	// No kube-apiserver answers SelfSubjectReviews and
+	// SelfSubjectAccessReviews here: rekey does (kubectl auth whoami/can-i).
+	extra.SelfReviews = authz
 	// Nodes authenticate with the certificates rekey's kubelet client
 	// signer gave them, as a cluster's kube-apiserver would once that CA is
 	// in its --client-ca-file.
