@@ -8,6 +8,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"rekey.io/rekey/pkg/attest/etcdstore"
 	"rekey.io/rekey/pkg/authority"
@@ -107,6 +108,18 @@ func (c completedConfig) newNodeAttestations(s *Server, factory informers.Shared
 	}, c.ExtraConfig.Clock)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating nodeattestations storage: %w", err)
+	}
+	if c.ExtraConfig.Controllers.InsecureTestSigner {
+		// Every replica approves for it (in the create), so every replica
+		// says so, once, where an operator reading the start will see it.
+		err = s.GenericAPIServer.AddPostStartHook("rekey-insecure-test-signer-warning", func(hook genericapiserver.PostStartHookContext) error {
+			klog.FromContext(hook).Info("WARNING: --enable-insecure-test-signer is set: the rekey.io/insecure-test signer approves and signs every node client request without verifying anything (no TPM, no review); development only",
+				"signerName", nodeattest.InsecureTestSignerName)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("adding the insecure test signer warning: %w", err)
+		}
 	}
 	return storage, service, nil
 }

@@ -218,6 +218,10 @@ func (s *Synchronous) attestAtCreate(ctx context.Context, signer *certv1alpha1.S
 	out := s.signAtCreate(ctx, signer, csr)
 	out.Attestation = att
 	out.Approval = &Decision{Reason: ReasonAutoApproved, Message: "Auto approving after TPM attestation (see the Attested condition)."}
+	if signer.Spec.SignerName == policy.InsecureTestSignerName {
+		// Nothing was attested: the message must not say a TPM was.
+		out.Approval.Message = "Auto approving without verifying anything: the " + policy.InsecureTestSignerName + " signer approves every request (development only; see the Attested condition)."
+	}
 	return out, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
 	"rekey.io/rekey/pkg/signing/signingtest"
@@ -107,7 +108,7 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 		}
 	}
 	for name, mode := range map[string]certv1alpha1.ApprovalMode{"example.com/manual": certv1alpha1.ApprovalManual, "example.com/nodes": certv1alpha1.ApprovalNodeClient,
-		"example.com/tpm": certv1alpha1.ApprovalAttestation} {
+		"example.com/tpm": certv1alpha1.ApprovalAttestation, policy.InsecureTestSignerName: certv1alpha1.ApprovalAttestation} {
 		err := signerIndexer.Add(&certv1alpha1.Signer{ObjectMeta: metav1.ObjectMeta{Name: validation.SignerObjectName(name)}, Spec: certv1alpha1.SignerSpec{
 			SignerName: name, CertificateAuthorityRef: certv1alpha1.CertificateAuthorityReference{Name: "ca"}, Approval: certv1alpha1.SignerApproval{Mode: mode},
 			Policy: certv1alpha1.SignerPolicy{AllowedUsages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageKeyEncipherment, certv1alpha1.UsageClientAuth}},
@@ -332,6 +333,17 @@ func TestAtCreateAttestation(t *testing.T) {
 		out, err := f.sync.AtCreate(context.Background(), req(t))
 		if err != nil || out.Approval == nil || out.Attestation == nil || !out.Attestation.Passed || len(out.Certificate) == 0 || len(f.records.list) != 1 {
 			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+	})
+	t.Run("the insecure test signer's approval does not claim a TPM was verified", func(t *testing.T) {
+		f := newFixture(t, true)
+		f.sync.Attestor = &attestor{out: &Attestation{Passed: true, Decision: Decision{Reason: "InsecureTest", Message: "Nothing was verified"}}}
+		out, err := f.sync.AtCreate(context.Background(), request(t, policy.InsecureTestSignerName, "system:node:n1", []string{"system:nodes"}, nodeUsages...))
+		if err != nil || out.Approval == nil {
+			t.Fatalf("outcome %+v, err %v", out, err)
+		}
+		if m := out.Approval.Message; strings.Contains(m, "TPM") || !strings.Contains(m, "without verifying anything") {
+			t.Fatalf("approval message %q claims a verification or does not say none was made", m)
 		}
 	})
 	t.Run("a refusal: pending with the reason, nothing signed", func(t *testing.T) {
