@@ -452,8 +452,8 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 		what = "exists already for this key: taken up where it is"
 	}
 	fmt.Fprintf(msg, "certificatesigningrequest.certificates.rekey.io/%s %s\n", csr.Name, what)
-	if done, _, refused := csrwait.Decided(csr); done && refused != nil {
-		return refused
+	if _, _, err := csrwait.Decided(csr); err != nil {
+		return decidedError(err)
 	}
 	if f.approve && certv1alpha1.IsPending(csr) {
 		d := &decisionOptions{decision: decisionApprove, reason: decisionApprove.reason, newClient: deps.newClient, streams: genericiooptions.IOStreams{Out: msg, ErrOut: streams.ErrOut}}
@@ -478,9 +478,9 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 		if err != nil {
 			return fmt.Errorf("reading certificatesigningrequest %q: %s", csr.Name, statusMessage(err))
 		}
-		done, issued, refused := csrwait.Decided(current)
-		if refused != nil {
-			return refused
+		done, issued, err := csrwait.Decided(current)
+		if err != nil {
+			return decidedError(err)
 		}
 		if !done {
 			fmt.Fprintf(msg, "no certificate yet: %s; then \"kubectl rekey request %s ... --wait\" again, or: kubectl get rcsr %s -o jsonpath='{.status.certificate}' | base64 -d\n",

@@ -47,6 +47,15 @@ func waitForCertificate(ctx context.Context, client clientset.Interface, csr *ce
 	return nil, fmt.Errorf("waiting for the certificate of certificatesigningrequest %q: %w", csr.Name, err)
 }
 
+// decidedError is csrwait.Decided's error as the plugin says it.
+func decidedError(err error) error {
+	var refused *csrwait.RefusedError
+	if errors.As(err, &refused) {
+		return refusal(refused)
+	}
+	return err
+}
+
 // refusal is a request that ended without a certificate, with the
 // condition's reason and message: the rule it broke.
 func refusal(r *csrwait.RefusedError) error {
