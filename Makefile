@@ -11,9 +11,11 @@ GOTEST_FLAGS ?=
 all: build
 
 ## build: compile rekey-apiserver, rekey-agent and kubectl-rekey into
-## _output/bin, stamped with VERSION and the git commit (--version)
+## _output/bin, stamped with VERSION and the git commit (--version), with
+## kubectl_complete-rekey (kubectl's shell completion of the plugin)
 build:
 	$(GO) build -ldflags "$$(hack/version-ldflags.sh)" -o $(BIN)/ ./cmd/...
+	install -m 0755 cmd/kubectl-rekey/kubectl_complete-rekey $(BIN)/
 
 ## image: container image tarballs of rekey-apiserver and rekey-agent in
 ## _output/images (static, no PKCS#11; docs/install.md), without a daemon

@@ -1,8 +1,8 @@
 // Command kubectl-rekey is a kubectl plugin: put it on PATH and run
-// `kubectl rekey approve|deny NAME`, `kubectl rekey rotate
-// start|prepare --force|complete NAME`, `kubectl rekey status NAME`,
-// `kubectl rekey consumers [CA]`, `kubectl rekey bundle NAME` or
-// `kubectl rekey revoke NAME|--host-csr|--pcr|--serial|--sha256`.
+// `kubectl rekey COMMAND` (approve, deny, rotate, status, revoke, ...;
+// `kubectl rekey --help` lists them). kubectl_complete-rekey, in this
+// directory and installed beside the binary by make build, lets kubectl
+// (1.26 and later) complete its commands and the names of objects.
 package main
 
 import (
