@@ -294,7 +294,21 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec-credential",
 		Short: "Print the current client certificate as a client.authentication.k8s.io/v1 ExecCredential",
-		Args:  cobra.NoArgs,
+		Long: `Print the node's current client certificate and key (from --cert-dir, where
+rekey-agent run keeps them) as a client.authentication.k8s.io/v1
+ExecCredential, for a kubeconfig (the kubelet's) whose user runs
+rekey-agent exec-credential as its exec credential plugin. The credential
+expires at the renewal deadline (--renew-before) or after --recheck,
+whichever comes first, and client-go then asks again.`,
+		Example: `  users:
+  - name: kubelet
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1
+        command: /usr/local/bin/rekey-agent
+        args: [exec-credential, --cert-dir=/var/lib/rekey]
+        interactiveMode: Never`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if certDir == "" {
 				return errors.New("--cert-dir is required")
@@ -318,8 +332,8 @@ func newExecCredentialCommand(out io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&certDir, "cert-dir", "", "directory rekey-agent run keeps the certificate in")
-	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "the --renew-before `run` has, so that the expiration given to client-go is the renewal deadline")
-	cmd.Flags().DurationVar(&recheck, "recheck", time.Minute, "expire the credential no later than this from now, so that client-go (the kubelet) takes a certificate `run` renewed early, during a CA rotation, within this long (0: only at the renewal deadline)")
+	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "the --renew-before of rekey-agent run, so that the expiration given to client-go is the renewal deadline")
+	cmd.Flags().DurationVar(&recheck, "recheck", time.Minute, "expire the credential no later than this from now, so that client-go (the kubelet) takes a certificate rekey-agent run renewed early, during a CA rotation, within this long (0: only at the renewal deadline)")
 	return cmd
 }
 
