@@ -238,6 +238,7 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		}
 		c.ready(status)
 	}
+	c.publishCondition(ca, status)
 	status.ObservedGeneration = ca.Generation
 	if equality.Semantic.DeepEqual(status, &ca.Status) {
 		return recheck, nil
@@ -337,6 +338,20 @@ func (c *Controller) ready(status *rotationv1alpha1.CertificateAuthorityStatus) 
 
 func (c *Controller) notReady(status *rotationv1alpha1.CertificateAuthorityStatus, reason, message string) {
 	c.setCondition(status, metav1.Condition{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionFalse, Reason: reason, Message: message})
+}
+
+// publishCondition says in status that spec.publish is not carried out on a
+// server without a host cluster (no publisher runs: c.published is nil),
+// rather than accepting it silently; otherwise there is no such condition.
+func (c *Controller) publishCondition(ca *rotationv1alpha1.CertificateAuthority, status *rotationv1alpha1.CertificateAuthorityStatus) {
+	p := ca.Spec.Publish
+	if c.published != nil || p == nil || (p.ConfigMaps == nil && !p.ClusterTrustBundle) {
+		apimeta.RemoveStatusCondition(&status.Conditions, rotationv1alpha1.CertificateAuthorityPublished)
+		return
+	}
+	c.setCondition(status, metav1.Condition{Type: rotationv1alpha1.CertificateAuthorityPublished, Status: metav1.ConditionFalse,
+		Reason: rotationv1alpha1.ReasonNoHostCluster, ObservedGeneration: ca.Generation,
+		Message: "spec.publish is not carried out: rekey-apiserver runs without a host cluster (--kubeconfig) to publish into; read the bundle from status.trustBundle (kubectl rekey bundle)"})
 }
 
 // setCondition sets cond (its message capped) in status, leaving the

@@ -375,6 +375,16 @@ const CertificateAuthorityReady = "Ready"
 // a rotation's next CA is trusted everywhere (reasons below).
 const CertificateAuthorityTrustPropagated = "TrustPropagated"
 
+// CertificateAuthorityPublished is the condition type saying whether
+// spec.publish is carried out. Set to False with reason NoHostCluster on a
+// server without a host cluster, where there is nowhere to publish; absent
+// otherwise.
+const CertificateAuthorityPublished = "Published"
+
+// ReasonNoHostCluster: rekey-apiserver runs without a host cluster
+// (--kubeconfig), so what needs one is not done.
+const ReasonNoHostCluster = "NoHostCluster"
+
 // Reasons of the TrustPropagated condition.
 const (
 	ReasonWaitingForPublication = "WaitingForPublication"
