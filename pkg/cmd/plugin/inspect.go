@@ -341,7 +341,8 @@ func printRequestEvents(ctx context.Context, out io.Writer, newKube func() (kube
 	for _, e := range list.Items {
 		// certificates.k8s.io requests of the same name are another
 		// object; an empty UID or one that matches is this one.
-		if strings.HasPrefix(e.InvolvedObject.APIVersion, certv1alpha1.GroupName+"/") && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == csr.UID) {
+		if e.InvolvedObject.Name == csr.Name && strings.HasPrefix(e.InvolvedObject.APIVersion, certv1alpha1.GroupName+"/") &&
+			(e.InvolvedObject.UID == "" || e.InvolvedObject.UID == csr.UID) {
 			events = append(events, e)
 		}
 	}
