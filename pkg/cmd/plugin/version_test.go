@@ -1,0 +1,56 @@
+package plugin
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+
+	"rekey.io/rekey/pkg/apiserver/filters"
+	"rekey.io/rekey/pkg/version"
+)
+
+func TestVersionCommand(t *testing.T) {
+	srv := httptest.NewTLSServer(filters.WithVersionHeader(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/certificates.rekey.io/v1alpha1" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"APIResourceList"}`))
+	}), "v9.8.7+0123456789ab"))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := newVersionCommand(func() (*rest.Config, error) { return cfg, nil }, genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		cmd.SetOut(&out)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	client := "Client Version: " + version.Get().String() + "\n"
+
+	out, err := run()
+	if err != nil || out != client+"Server Version: v9.8.7+0123456789ab\n" {
+		t.Fatalf("version: %v\n%s", err, out)
+	}
+	if out, err := run("--client"); err != nil || out != client {
+		t.Fatalf("version --client: %v\n%s", err, out)
+	}
+	srv.Close()
+	if out, err := run(); err == nil || out != client {
+		t.Fatalf("server gone: %v\n%s", err, out)
+	}
+
+	old := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) }))
+	defer old.Close()
+	cfg.Host = old.URL
+	if out, err := run(); err != nil || !strings.Contains(out, "Server Version: unknown") {
+		t.Fatalf("a server without the header: %v\n%s", err, out)
+	}
+}
