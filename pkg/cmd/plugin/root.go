@@ -60,6 +60,7 @@ when kubectl_complete-rekey (built beside kubectl-rekey) is on PATH too.`,
 	cmd.AddCommand(newConsumersCommand(newClient, streams))
 	cmd.AddCommand(newAttestCommand(newClient, streams))
 	cmd.AddCommand(newRevokeCommand(newClient, newKube, namespace, streams))
+	cmd.AddCommand(newVersionCommand(configFlags.ToRESTConfig, streams))
 	cmd.AddCommand(newRequestCommand(newRequestDeps(configFlags, newClient), streams))
 	cmd.AddCommand(newInspectCommand(newClient, newKube, streams))
 	cmd.AddCommand(newRenewCommand(newRequestDeps(configFlags, newClient), streams))
