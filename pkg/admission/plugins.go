@@ -14,6 +14,7 @@ import (
 	"rekey.io/rekey/pkg/admission/signerhostcluster"
 	"rekey.io/rekey/pkg/admission/signerrevocation"
 	"rekey.io/rekey/pkg/admission/signersigning"
+	"rekey.io/rekey/pkg/admission/signerwarning"
 	"rekey.io/rekey/pkg/admission/subjectrestriction"
 	"rekey.io/rekey/pkg/admission/trustconsumer"
 )
@@ -32,6 +33,7 @@ var PluginNames = []string{
 	credentialminter.PluginName,
 	nodeattestationrestriction.PluginName,
 	requestnames.PluginName,
+	signerwarning.PluginName,
 }
 
 // RegisterAll adds every rekey plugin to a registry.
@@ -48,4 +50,5 @@ func RegisterAll(plugins *admission.Plugins) {
 	credentialminter.Register(plugins)
 	nodeattestationrestriction.Register(plugins)
 	requestnames.Register(plugins)
+	signerwarning.Register(plugins)
 }

@@ -121,6 +121,8 @@ type ExtraConfig struct {
 	CertificateAuthorities *rekeyinit.LateGetter
 	// RotatingCredentials is the same for RotatingCredentials.
 	RotatingCredentials *rekeyinit.LateCredentialGetter
+	// Signers is the same for Signers (read from the watch cache).
+	Signers *rekeyinit.LateSignerGetter
 
 	// NodeTrust, in standalone mode, authenticates nodes with the client
 	// certificates of rekey's own kubelet client CA.
@@ -403,6 +405,9 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 		return fmt.Errorf("creating signers storage: %w", err)
 	}
 	csr.UseSigners(signers)
+	if c.ExtraConfig.Signers != nil {
+		c.ExtraConfig.Signers.Bind(signers)
+	}
 	group.VersionedResourcesStorageMap[certv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"certificatesigningrequests":          csr.CertificateSigningRequest,
 		"certificatesigningrequests/status":   csr.Status,

@@ -33,6 +33,7 @@ type WantsCertificateAuthorities interface {
 type Initializer struct {
 	CertificateAuthorities CertificateAuthorityGetter
 	RotatingCredentials    RotatingCredentialGetter
+	Signers                SignerGetter
 }
 
 var _ admission.PluginInitializer = Initializer{}
@@ -44,6 +45,9 @@ func (i Initializer) Initialize(plugin admission.Interface) {
 	}
 	if w, ok := plugin.(WantsRotatingCredentials); ok {
 		w.SetRotatingCredentials(i.RotatingCredentials)
+	}
+	if w, ok := plugin.(WantsSigners); ok {
+		w.SetSigners(i.Signers)
 	}
 }
 

@@ -228,8 +228,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	// Plugins that read CertificateAuthorities get them from storage, which
 	// the server makes later: the getter is bound then.
-	cas, creds := &rekeyinit.LateGetter{}, &rekeyinit.LateCredentialGetter{}
-	initializer := rekeyinit.Initializer{CertificateAuthorities: cas, RotatingCredentials: creds}
+	cas, creds, signers := &rekeyinit.LateGetter{}, &rekeyinit.LateCredentialGetter{}, &rekeyinit.LateSignerGetter{}
+	initializer := rekeyinit.Initializer{CertificateAuthorities: cas, RotatingCredentials: creds, Signers: signers}
 	o.AuthorizationRate.ApplyTo(ro, initializer)
 	// Before ro.ApplyTo: with --enable-priority-and-fairness, it sizes the
 	// priority levels from these limits.
@@ -248,6 +248,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.ExtraConfig.PublicPaths = public
 	cfg.ExtraConfig.CertificateAuthorities = cas
 	cfg.ExtraConfig.RotatingCredentials = creds
+	cfg.ExtraConfig.Signers = signers
 	cfg.ExtraConfig.KubeConfig = genericConfig.ClientConfig
 	cfg.ExtraConfig.Etcd.Transport = ro.Etcd.StorageConfig.Transport
 	o.Controllers.ApplyTo(&cfg.ExtraConfig)
