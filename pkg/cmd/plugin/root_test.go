@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -34,6 +35,13 @@ func TestHelpSaysKubectlRekey(t *testing.T) {
 				t.Errorf("command %q: example %q", c.CommandPath(), l)
 			}
 		}
+		// pflag takes a `quoted` word of a usage as the value's name,
+		// garbling the sentence (rekey-agent exec-credential had it).
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: usage %q backquotes a word", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
