@@ -30,7 +30,7 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"ca_name", "key_id"})
 	// The dates of the last CRL of each key: an alert compares them with
-	// the time (artifacts/monitoring/revocation-alerts.yaml). A CRL is
+	// the time (RekeyCRLNotReissued in artifacts/monitoring/rekey-alerts.yaml). A CRL is
 	// re-issued at half its validity, so one whose nextUpdate comes
 	// closer than that was not: a key store that cannot sign, or a worker
 	// that is stuck, before relying parties hold an expired CRL.
