@@ -2,15 +2,18 @@ package credentialminter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/rotation"
 )
 
@@ -69,8 +72,7 @@ func TestMinterPermissions(t *testing.T) {
 		"webhook with use on the minter":    {minter: hook, grants: []string{"use rotation.rekey.io/minters/ webhook "}, allowed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := New()
-			p.SetAuthorizer(allow(tc.grants...))
+			p := newPlugin(allow(tc.grants...))
 			err := p.Validate(context.Background(), attrs(withMinter(tc.minter), nil), nil)
 			if tc.allowed != (err == nil) || (!tc.allowed && !strings.Contains(err.Error(), tc.says)) {
 				t.Fatalf("err %v", err)
@@ -80,8 +82,7 @@ func TestMinterPermissions(t *testing.T) {
 	// An update that keeps the minter is not checked again (an interval
 	// change by someone without the minter's permission is fine); one that
 	// changes it is.
-	p := New()
-	p.SetAuthorizer(allow())
+	p := newPlugin(allow())
 	old := withMinter(hook)
 	if err := p.Validate(context.Background(), attrs(withMinter(hook), old), nil); err != nil {
 		t.Fatalf("unchanged minter: %v", err)
@@ -93,4 +94,93 @@ func TestMinterPermissions(t *testing.T) {
 	if err := New().ValidateInitialization(); err == nil {
 		t.Fatal("initialized without an authorizer")
 	}
+}
+
+// signers is a Signer getter holding the Signers of the signer names
+// given.
+type signers map[string]bool
+
+func (s signers) Get(_ context.Context, name string) (*certificates.Signer, error) {
+	if !s[name] {
+		return nil, apierrors.NewNotFound(certificates.Resource("signers"), name)
+	}
+	return &certificates.Signer{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+}
+
+// creds lists fixed RotatingCredentials, or fails.
+type creds struct {
+	list []*rotation.RotatingCredential
+	err  error
+}
+
+func (c creds) List(_ context.Context, namespace string) ([]*rotation.RotatingCredential, error) {
+	var out []*rotation.RotatingCredential
+	for _, rc := range c.list {
+		if rc.Namespace == namespace {
+			out = append(out, rc)
+		}
+	}
+	return out, c.err
+}
+
+// newPlugin is an initialized plugin whose Signers serve example.com/team
+// and whose namespace "team" holds RotatingCredential "db-old" on Secret
+// "db-old".
+func newPlugin(a authorizer.Authorizer) *Plugin {
+	p := New()
+	p.SetAuthorizer(a)
+	p.SetSigners(signers{"example.com:team": true})
+	p.SetRotatingCredentialLister(creds{list: []*rotation.RotatingCredential{{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-old", Namespace: "team"},
+		Spec:       rotation.RotatingCredentialSpec{SecretRef: rotation.SecretReference{Name: "db-old"}},
+	}}})
+	return p
+}
+
+func withSecret(rc *rotation.RotatingCredential, secret string) *rotation.RotatingCredential {
+	rc.Spec.SecretRef.Name = secret
+	return rc
+}
+
+// Issue #32: what needs a lookup is refused at create with the field and
+// what to do.
+func TestRefusedAfterALookup(t *testing.T) {
+	approve := allow("approve certificates.rekey.io/signers/ example.com/* ")
+	random := rotation.Minter{Type: rotation.MinterRandom, Random: &rotation.RandomMinter{Key: "token", Length: 32}}
+	cert := func(signer string) rotation.Minter {
+		return rotation.Minter{Type: rotation.MinterClientCertificate, ClientCertificate: &rotation.ClientCertificateMinter{SignerName: signer, CommonName: "app"}}
+	}
+	for name, tc := range map[string]struct {
+		rc   *rotation.RotatingCredential
+		old  *rotation.RotatingCredential
+		want string
+	}{
+		"a Secret another RotatingCredential keeps": {rc: withSecret(withMinter(random), "db-old"),
+			want: `RotatingCredential.rotation.rekey.io "db" is invalid: spec.secretRef.name: Invalid value: "db-old": RotatingCredential db-old already keeps its credential in this Secret: two would overwrite each other's; name another Secret`},
+		"a Secret of its own":      {rc: withSecret(withMinter(random), "db")},
+		"an update on its Secret":  {rc: withSecret(withMinter(random), "db-old"), old: withSecret(withMinter(random), "db-old")},
+		"a signer a Signer serves": {rc: withSecret(withMinter(cert("example.com/team")), "db")},
+		"a signer no Signer serves": {rc: withSecret(withMinter(cert("example.com/nobody")), "db"),
+			want: `RotatingCredential.rotation.rekey.io "db" is invalid: spec.minter.clientCertificate.signerName: Invalid value: "example.com/nobody": no Signer serves this signer name (no Signer "example.com:nobody"): create the Signer first; kubectl get signers lists those there are`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := newPlugin(approve).Validate(context.Background(), attrs(tc.rc, tc.old), nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsInvalid(err) || err.Error() != tc.want {
+				t.Fatalf("err %v\nwant Invalid: %s", err, tc.want)
+			}
+		})
+	}
+	t.Run("a lookup that fails lets the create through", func(t *testing.T) {
+		p := newPlugin(approve)
+		p.SetRotatingCredentialLister(creds{err: errors.New("storage is not ready yet")})
+		if err := p.Validate(context.Background(), attrs(withSecret(withMinter(random), "db-old"), nil), nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

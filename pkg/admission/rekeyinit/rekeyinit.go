@@ -46,6 +46,12 @@ func (i Initializer) Initialize(plugin admission.Interface) {
 	if w, ok := plugin.(WantsRotatingCredentials); ok {
 		w.SetRotatingCredentials(i.RotatingCredentials)
 	}
+	// The storage-backed getter lists too (LateCredentialGetter.List).
+	if w, ok := plugin.(WantsRotatingCredentialLister); ok {
+		if l, ok := i.RotatingCredentials.(RotatingCredentialLister); ok {
+			w.SetRotatingCredentialLister(l)
+		}
+	}
 	if w, ok := plugin.(WantsSigners); ok {
 		w.SetSigners(i.Signers)
 	}
