@@ -158,12 +158,20 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}()
 	c.csrs.Run(ctx, workers, c.signerSynced...)
 	<-statusDone
-	// The next leader reports the Signers; a former leader's frozen values
-	// would keep an alert firing, or hide one.
-	if all, err := c.signers.List(everything); err == nil {
-		for _, s := range all {
-			signerReady.DeleteLabelValues(s.Spec.SignerName)
-		}
+	c.forgetAll()
+}
+
+// forgetAll drops the Ready series of every Signer this controller knows
+// when it stops (the end of a leadership term): the next leader reports
+// them, and a former leader's frozen values would keep an alert firing, or
+// hide one.
+func (c *Controller) forgetAll() {
+	all, err := c.signers.List(everything)
+	if err != nil {
+		return
+	}
+	for _, s := range all {
+		signerReady.DeleteLabelValues(s.Spec.SignerName)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -291,6 +292,46 @@ func TestHandleSignerReportsCAReadiness(t *testing.T) {
 				t.Errorf("rekey_signer_ready = %v, %v, want %v", v, err, wantGauge)
 			}
 		})
+	}
+}
+
+// A controller that stops (its leadership term ended) drops the Ready
+// series of the Signers it reported.
+func TestForgetAllDropsTheReadySeries(t *testing.T) {
+	RegisterMetrics()
+	f := newFixture(t, certv1alpha1.SignerPolicy{}, true)
+	s, err := f.c.signers.Get(validation.SignerObjectName("example.com/team"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.handleSigner(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	ready := func() bool {
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fam := range families {
+			if fam.GetName() != "rekey_signer_ready" {
+				continue
+			}
+			for _, m := range fam.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "signer_name" && l.GetValue() == "example.com/team" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	if !ready() {
+		t.Fatal("no rekey_signer_ready series after the Signer was looked at")
+	}
+	f.c.forgetAll()
+	if ready() {
+		t.Fatal("the series stayed after the controller stopped")
 	}
 }
 
