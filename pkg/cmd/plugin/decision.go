@@ -281,7 +281,12 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 		return fmt.Errorf("certificatesigningrequest %q was approved but Failed: %s: %s", name, failed.Reason, failed.Message)
 	}
 	if len(final.Status.Certificate) > 0 {
-		o.print(line, issuedDescription(final))
+		if o.output == "name" {
+			// Issued is what a script expects: only the name.
+			o.print(line, "")
+		} else {
+			o.print(line, issuedDescription(final))
+		}
 		return nil
 	}
 	// Not issued (yet): say why if we can tell.
@@ -303,8 +308,9 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 }
 
 // print writes the line for one request: with -o name its name alone on
-// standard output and the note, if any, on standard error (so that what
-// scripts read stays names); otherwise one line with the note after "; ".
+// standard output and the note, if any (why it is not issued), on standard
+// error, so that what scripts read stays names; otherwise one line with
+// the note after "; ".
 func (o *decisionOptions) print(line, note string) {
 	if o.output == "name" {
 		name, _, _ := strings.Cut(line, " ")

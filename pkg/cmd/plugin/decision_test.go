@@ -332,6 +332,8 @@ func TestApproveOutcome(t *testing.T) {
 			wantOut: requestResource + "pending approved\n", wantErrOut: "error: " + rule + "\n"},
 		"failed shortly after": {setup: func(c *fake.Clientset) { signAfterApproval(c, withFailed) }, wantErr: true,
 			wantOut: requestResource + "pending approved\n", wantErrOut: "error: " + rule + "\n"},
+		"issued, -o name": {setup: func(c *fake.Clientset) { signInApprovalWrite(c, issued) }, args: []string{"-o", "name"},
+			wantOut: requestResource + "pending\n"},
 		"failed, -o name": {setup: func(c *fake.Clientset) { signInApprovalWrite(c, withFailed) }, args: []string{"-o", "name"}, wantErr: true,
 			wantOut: requestResource + "pending\n", wantErrOut: "error: " + rule + "\n"},
 		"failed already, approved again": {setup: func(c *fake.Clientset) {
