@@ -300,7 +300,7 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 		why = whyNotIssued(ctx, client, final)
 	}
 	when := "not issued yet"
-	if o.wait > 0 {
+	if o.wait > 0 && (waitErr == nil || errors.Is(waitErr, context.DeadlineExceeded)) {
 		when = fmt.Sprintf("not issued within %s", o.wait)
 	}
 	o.print(line, when+": "+why)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +32,7 @@ func waitForOutcome(ctx context.Context, client clientset.Interface, csr *certv1
 	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
 	selector := fields.OneTermEqualSelector("metadata.name", csr.Name).String()
 	for !decided(csr) {
+		started := time.Now()
 		w, err := csrs.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: csr.ResourceVersion})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -54,12 +56,26 @@ func waitForOutcome(ctx context.Context, client clientset.Interface, csr *certv1
 		if err != nil {
 			return csr, err
 		}
+		if decided(csr) {
+			break
+		}
+		// A watch that a server ends at once, again and again, is not
+		// retried in a tight loop.
+		if time.Since(started) < time.Second {
+			select {
+			case <-ctx.Done():
+			case <-time.After(rewatchDelay):
+			}
+		}
 		if ctx.Err() != nil {
 			return csr, ctx.Err()
 		}
 	}
 	return csr, nil
 }
+
+// rewatchDelay spaces watches that end as soon as they start.
+const rewatchDelay = 250 * time.Millisecond
 
 // nextVersion follows one watch until the request is decided or the watch
 // ends; on an early end it reads the request again.

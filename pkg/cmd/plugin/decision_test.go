@@ -339,6 +339,21 @@ func TestApproveOutcome(t *testing.T) {
 		"failed already, approved again": {setup: func(c *fake.Clientset) {
 			_ = c.Tracker().Update(certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"), withFailed(request("pending", certv1alpha1.CertificateApproved)), "")
 		}, wantErr: true, wantOut: requestResource + "pending approved (no change)\n", wantErrOut: rule},
+		"issued after the watch ended": {setup: func(c *fake.Clientset) {
+			// The first watch ends at once, as a server's may; the request,
+			// read again, has its certificate.
+			c.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+				w := watch.NewRaceFreeFake()
+				_ = c.Tracker().Update(certv1alpha1.SchemeGroupVersion.WithResource("certificatesigningrequests"), issued(request("pending", certv1alpha1.CertificateApproved)), "")
+				w.Stop()
+				return true, w, nil
+			})
+		}, wantOut: requestResource + `pending approved; issued to "CN=alice", valid until 2027-01-02T03:04:05Z` + "\n"},
+		"may not watch": {setup: func(c *fake.Clientset) {
+			c.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "certificates.rekey.io", Resource: "certificatesigningrequests"}, "", errors.New("no watch"))
+			})
+		}, wantOut: requestResource + `pending approved; not issued yet: cannot wait for the certificate (certificatesigningrequests.certificates.rekey.io is forbidden: no watch); Signer "example.com:team-signer" and CertificateAuthority "team-ca" are Ready` + "; the signer controller signs it when it can (kubectl get rcsr pending -w)\n"},
 		"not issued within the wait": {setup: func(*fake.Clientset) {}, args: []string{"--wait=50ms"},
 			wantOut: requestResource + `pending approved; not issued within 50ms: Signer "example.com:team-signer" and CertificateAuthority "team-ca" are Ready; the signer controller signs it when it can (kubectl get rcsr pending -w)` + "\n"},
 	} {
