@@ -24,17 +24,21 @@ import (
 // Wrap returns ns with the decoders of its JSON and YAML serializers
 // naming the field of a value they refuse. creater makes the object a body
 // names in apiVersion and kind, whose Go type says how each field decodes.
+//
+// The wrapped list of serializers is made once: the handlers ask for it on
+// every request.
 func Wrap(ns runtime.NegotiatedSerializer, creater runtime.ObjectCreater) runtime.NegotiatedSerializer {
-	return negotiated{NegotiatedSerializer: ns, creater: creater}
+	return negotiated{NegotiatedSerializer: ns, infos: wrapInfos(ns.SupportedMediaTypes(), creater)}
 }
 
 type negotiated struct {
 	runtime.NegotiatedSerializer
-	creater runtime.ObjectCreater
+	infos []runtime.SerializerInfo
 }
 
-func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := n.NegotiatedSerializer.SupportedMediaTypes()
+func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.infos }
+
+func wrapInfos(infos []runtime.SerializerInfo, creater runtime.ObjectCreater) []runtime.SerializerInfo {
 	out := make([]runtime.SerializerInfo, len(infos))
 	for i, info := range infos {
 		out[i] = info
@@ -47,10 +51,10 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 			continue
 		}
 		if info.Serializer != nil {
-			out[i].Serializer = fieldSerializer{Serializer: info.Serializer, creater: n.creater, yaml: yamlBody}
+			out[i].Serializer = fieldSerializer{Serializer: info.Serializer, creater: creater, yaml: yamlBody}
 		}
 		if info.StrictSerializer != nil {
-			out[i].StrictSerializer = fieldSerializer{Serializer: info.StrictSerializer, creater: n.creater, yaml: yamlBody}
+			out[i].StrictSerializer = fieldSerializer{Serializer: info.StrictSerializer, creater: creater, yaml: yamlBody}
 		}
 	}
 	return out
