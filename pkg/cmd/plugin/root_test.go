@@ -90,13 +90,15 @@ func TestUnknownCommandNamesThePlugin(t *testing.T) {
 // name of a rekey object a completion.
 func TestCommandsComplete(t *testing.T) {
 	root := NewCommand(genericiooptions.IOStreams{})
-	for _, path := range []string{"approve", "deny", "revoke", "rotate start", "rotate prepare", "rotate complete", "status", "bundle", "consumers", "attest status"} {
+	for _, path := range []string{"approve", "deny", "revoke", "inspect", "renew", "rotate start", "rotate prepare", "rotate complete", "status", "bundle", "consumers", "attest status"} {
 		cmd := subcommand(root, path)
 		if cmd == nil || cmd.ValidArgsFunction == nil {
 			t.Errorf("%q has no completion", path)
 		}
 	}
-	if _, ok := subcommand(root, "revoke").GetFlagCompletionFunc("ca"); !ok {
-		t.Errorf("revoke --ca has no completion")
+	for _, flag := range []struct{ path, name string }{{"revoke", "ca"}, {"request", "signer"}} {
+		if _, ok := subcommand(root, flag.path).GetFlagCompletionFunc(flag.name); !ok {
+			t.Errorf("%s --%s has no completion", flag.path, flag.name)
+		}
 	}
 }
