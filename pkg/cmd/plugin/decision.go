@@ -63,7 +63,12 @@ type decisionOptions struct {
 
 func newDecisionCommand(d decision, newClient func() (clientset.Interface, error), streams genericiooptions.IOStreams) *cobra.Command {
 	o := &decisionOptions{decision: d, newClient: newClient, streams: streams}
-	long := fmt.Sprintf(`Add a %[1]s condition to rekey CertificateSigningRequests
+	// "an Approved", "a Denied".
+	article := "a"
+	if strings.ContainsRune("AEIOU", rune(d.condition[0])) {
+		article = "an"
+	}
+	long := fmt.Sprintf(`Add %[4]s %[1]s condition to rekey CertificateSigningRequests
 (certificates.rekey.io) through their /approval subresource. Name the
 requests as arguments, in resource files (-f FILE, as kubectl does; "-f -"
 reads standard input), or both. Each is decided on its own: one that fails
@@ -78,7 +83,7 @@ signs nothing); --dry-run=client only reads the request.
 
 You need update on certificatesigningrequests/approval and verb "approve" on
 resource "signers" (group certificates.rekey.io) named after the request's
-signer or "<domain>/*".`, d.condition, d.past, d.opposite)
+signer or "<domain>/*".`, d.condition, d.past, d.opposite, article)
 	example := fmt.Sprintf(`  kubectl rekey %[1]s my-request --reason=Verified --message="checked the node's serial"
   kubectl rekey %[1]s req-a req-b -o name
   kubectl rekey %[1]s -f artifacts/examples/csr.yaml --dry-run=server`, d.verb)
@@ -103,7 +108,7 @@ cannot tell.`
 	}
 	cmd := &cobra.Command{
 		Use:     d.verb + " (NAME... | -f FILENAME)",
-		Short:   fmt.Sprintf("%s rekey certificate signing requests (add an %s condition)", strings.ToUpper(d.verb[:1])+d.verb[1:], d.condition),
+		Short:   fmt.Sprintf("%s rekey certificate signing requests (add %s %s condition)", strings.ToUpper(d.verb[:1])+d.verb[1:], article, d.condition),
 		Long:    long,
 		Example: example,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -54,7 +54,8 @@ func TestHelpSaysKubectlRekey(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"kubectl rekey [command]", "Approve rekey certificate signing requests (add an Approved condition)", `Use "kubectl rekey [command] --help"`, "kubectl_complete-rekey"}},
 		{[]string{"approve", "--help"}, []string{"kubectl rekey approve (NAME... | -f FILENAME) [flags]", "kubectl rekey approve my-request", "--wait duration"}},
-		{[]string{"deny", "--help"}, []string{"kubectl rekey deny (NAME... | -f FILENAME) [flags]", "--dry-run"}},
+		{[]string{"deny", "--help"}, []string{"kubectl rekey deny (NAME... | -f FILENAME) [flags]", "--dry-run", "Add a Denied condition"}},
+		{[]string{"help"}, []string{"Deny rekey certificate signing requests (add a Denied condition)"}},
 		{[]string{"rotate", "start", "--help"}, []string{"kubectl rekey rotate start NAME | rcred/NAME [flags]", "rcred/NAME (or rotatingcredential/NAME) in\n-n NAMESPACE: mint a new credential now", "kubectl rekey rotate start rcred/db-password -n team-a"}},
 		{[]string{"rotate", "complete", "--help"}, []string{"kubectl rekey rotate complete NAME | rcred/NAME [flags]", "end the grace period now"}},
 	} {
