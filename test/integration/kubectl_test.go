@@ -30,6 +30,10 @@ spec:
 	if err != nil || !strings.Contains(out, "certificatesigningrequest.certificates.rekey.io/from-kubectl created") {
 		t.Fatalf("kubectl create: %v\n%s%s", err, out, errOut)
 	}
+	// Created, but nothing will sign it: kubectl prints the server's warning.
+	if want := `Warning: no Signer serves signerName "example.com/kubectl": nothing will sign this request until one does`; !strings.Contains(errOut, want) {
+		t.Errorf("kubectl create of a request no Signer serves: stderr lacks %q:\n%s", want, errOut)
+	}
 
 	out, errOut, err = framework.RunKubectl(t, srv.Kubeconfig, nil, "get", "rcsr")
 	if err != nil {
@@ -40,12 +44,12 @@ spec:
 		t.Fatalf("kubectl get rcsr printed %d lines:\n%s", len(lines), out)
 	}
 	header := strings.Fields(lines[0])
-	wantHeader := []string{"NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION"}
+	wantHeader := []string{"NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION", "NOTAFTER"}
 	if strings.Join(header, " ") != strings.Join(wantHeader, " ") {
 		t.Fatalf("columns = %v, want %v", header, wantHeader)
 	}
 	row := strings.Fields(lines[1])
-	if row[0] != "from-kubectl" || row[2] != "example.com/kubectl" || row[3] != "rekey-admin" || row[4] != "120m" || row[5] != "Pending" {
+	if row[0] != "from-kubectl" || row[2] != "example.com/kubectl" || row[3] != "rekey-admin" || row[4] != "120m" || row[5] != "Pending" || row[6] != "<none>" {
 		t.Fatalf("row = %v", row)
 	}
 
@@ -72,6 +76,8 @@ spec:
 			t.Errorf("kubectl get rekey lacks %s:\n%s", want, out)
 		}
 	}
+
+	checkPresentation(t, srv)
 
 	out, errOut, err = framework.RunKubectl(t, srv.Kubeconfig, nil, "delete", "rcsr", "from-kubectl")
 	if err != nil || !strings.Contains(out, "deleted") {
