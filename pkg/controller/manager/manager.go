@@ -40,6 +40,7 @@ import (
 	"rekey.io/rekey/pkg/controller/certificateauthority"
 	"rekey.io/rekey/pkg/controller/cleaner"
 	"rekey.io/rekey/pkg/controller/credential"
+	"rekey.io/rekey/pkg/controller/csrevents"
 	"rekey.io/rekey/pkg/controller/hostcsr"
 	"rekey.io/rekey/pkg/controller/podcert"
 	"rekey.io/rekey/pkg/controller/publisher"
@@ -220,6 +221,18 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		defer broadcaster.Shutdown()
 		events = broadcaster.NewRecorder(clientsetscheme.Scheme, corev1.EventSource{Component: "rekey-apiserver"})
 	}
+	// Each request's decisions (Approved, Denied, Failed, Issued) as
+	// events there, from a watch of every request trimmed to its
+	// conditions; without a host cluster nothing would record them, and
+	// nothing watches.
+	factories := []informers.SharedInformerFactory{factory, approvedFactory}
+	if deps.Kube != nil {
+		requestEvents := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(csrevents.Trim))
+		if err := (csrevents.Handler{Events: events}).Register(requestEvents.Certificates().V1alpha1().CertificateSigningRequests().Informer()); err != nil {
+			return fmt.Errorf("watching requests for their events: %w", err)
+		}
+		factories = append(factories, requestEvents)
+	}
 
 	auth := deps.Authority
 	// A rotation's new key signs once every TrustConsumer naming its CA
@@ -277,7 +290,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	credential.RegisterMetrics()
 	credentialController := credential.NewController(client, deps.Kube, factory.Rotation().V1alpha1().RotatingCredentials(), caInformer, signerInformer, clk)
 
-	for _, f := range []informers.SharedInformerFactory{factory, approvedFactory} {
+	for _, f := range factories {
 		f.StartWithContext(ctx)
 		defer f.Shutdown()
 	}
