@@ -32,6 +32,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	rotationinstall "rekey.io/rekey/pkg/apis/rotation/install"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/apiserver/decodeerrors"
 	"rekey.io/rekey/pkg/apiserver/publicpaths"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/controller/manager"
@@ -396,6 +397,7 @@ func (s *Server) close(logger klog.Logger) {
 // Revocation storage (newRevocations).
 func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage, revocations rest.Storage) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
 	if err != nil {
 		return fmt.Errorf("creating certificatesigningrequests storage: %w", err)
@@ -425,6 +427,7 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 
 	rotationGroup := genericapiserver.NewDefaultAPIGroupInfo(rotation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	rotationGroup.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	cas, err := castorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.KeyStores.Allowed, c.ExtraConfig.Clock)
 	if err != nil {
 		return fmt.Errorf("creating certificateauthorities storage: %w", err)
@@ -458,6 +461,7 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 	}
 
 	attestationGroup := genericapiserver.NewDefaultAPIGroupInfo(attestation.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	attestationGroup.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	policies, err := policystorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
 	if err != nil {
 		return fmt.Errorf("creating attestationpolicies storage: %w", err)
