@@ -149,7 +149,7 @@ func (o *renewOptions) run(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	return o.fetchOptions.fetch(ctx, o.deps, client, created, key, o.streams)
+	return o.fetchOptions.fetch(ctx, o.deps, client, created, false, key, o.streams)
 }
 
 func create(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest) (*certv1alpha1.CertificateSigningRequest, error) {

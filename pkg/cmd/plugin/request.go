@@ -384,7 +384,7 @@ func (o *requestOptions) run(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	created, err := createOrResume(ctx, client, csr, ks.key)
+	created, resumed, err := createOrResume(ctx, client, csr, ks.key)
 	if err != nil {
 		if ks.newKey {
 			// Nothing asks for this key: leave no file behind, so that the
@@ -393,53 +393,36 @@ func (o *requestOptions) run(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	return o.fetchOptions.fetch(ctx, o.deps, client, created, ks.key, o.streams)
+	return o.fetchOptions.fetch(ctx, o.deps, client, created, resumed, ks.key, o.streams)
 }
 
 // createOrResume creates csr; one that exists already for the same key
-// (a rerun) is taken up as it is.
-func createOrResume(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (*certv1alpha1.CertificateSigningRequest, error) {
+// (a rerun) is taken up as it is (resumed).
+func createOrResume(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (_ *certv1alpha1.CertificateSigningRequest, resumed bool, _ error) {
 	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
 	created, err := csrs.Create(ctx, csr, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
 	if err == nil {
-		created.Annotations = withResumed(created.Annotations, false)
-		return created, nil
+		return created, false, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("cannot create certificatesigningrequest %q: %s", csr.Name, statusMessage(err))
+		return nil, false, fmt.Errorf("cannot create certificatesigningrequest %q: %s", csr.Name, statusMessage(err))
 	}
 	existing, getErr := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
 	switch {
 	case getErr != nil:
-		return nil, fmt.Errorf("certificatesigningrequest %q exists already, and reading it failed: %s", csr.Name, statusMessage(getErr))
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, and reading it failed: %s", csr.Name, statusMessage(getErr))
 	case key == nil && string(existing.Spec.Request) != string(csr.Spec.Request),
 		key != nil && !sameKey(existing.Spec.Request, key):
-		return nil, fmt.Errorf("certificatesigningrequest %q exists already, for another key: choose another NAME, or renew it with \"kubectl rekey renew %s\"", csr.Name, csr.Name)
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, for another key: choose another NAME, or renew it with \"kubectl rekey renew %s\"", csr.Name, csr.Name)
 	case existing.Spec.SignerName != csr.Spec.SignerName:
-		return nil, fmt.Errorf("certificatesigningrequest %q exists already, for signer %q, not %q: choose another NAME", csr.Name, existing.Spec.SignerName, csr.Spec.SignerName)
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, for signer %q, not %q: choose another NAME", csr.Name, existing.Spec.SignerName, csr.Spec.SignerName)
 	}
-	existing.Annotations = withResumed(existing.Annotations, true)
-	return existing, nil
-}
-
-// resumedAnnotation marks, in the plugin's own copy only (never sent), a
-// request the plugin found instead of creating.
-const resumedAnnotation = "kubectl-rekey.internal/resumed"
-
-func withResumed(a map[string]string, resumed bool) map[string]string {
-	if !resumed {
-		return a
-	}
-	out := map[string]string{resumedAnnotation: "true"}
-	for k, v := range a {
-		out[k] = v
-	}
-	return out
+	return existing, true, nil
 }
 
 // fetch approves (if asked), waits (if asked) and writes what was
-// issued.
-func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer, streams genericiooptions.IOStreams) error {
+// issued. resumed: csr existed already (a rerun), it was not created now.
+func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, resumed bool, key crypto.Signer, streams genericiooptions.IOStreams) error {
 	// The certificate goes to standard output unless a file is named;
 	// messages then go to standard error, so that the output is PEM only.
 	toStdout := f.out == "" && f.kubeconfigOut == ""
@@ -448,7 +431,7 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 		msg = streams.ErrOut
 	}
 	what := "created"
-	if csr.Annotations[resumedAnnotation] != "" {
+	if resumed {
 		what = "exists already for this key: taken up where it is"
 	}
 	fmt.Fprintf(msg, "certificatesigningrequest.certificates.rekey.io/%s %s\n", csr.Name, what)
