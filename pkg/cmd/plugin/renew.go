@@ -124,7 +124,7 @@ func (o *renewOptions) run(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	if err := o.fetchOptions.check(key); err != nil {
+	if err := o.fetchOptions.check(key, o.newKey, o.keyFile); err != nil {
 		return err
 	}
 	csr := &certv1alpha1.CertificateSigningRequest{

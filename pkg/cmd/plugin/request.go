@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -111,10 +112,16 @@ func (f *fetchOptions) waitFor() (time.Duration, error) {
 	return d, nil
 }
 
-// check refuses, before anything is created, what would fail at the end.
-func (f *fetchOptions) check(key crypto.Signer) error {
+// check refuses, before anything is created, what would fail at the end,
+// and an --out that would overwrite one of keyFiles (the key files given).
+func (f *fetchOptions) check(key crypto.Signer, keyFiles ...string) error {
 	if _, err := f.waitFor(); err != nil {
 		return err
+	}
+	for _, k := range keyFiles {
+		if k != "" && f.out != "" && filepath.Clean(k) == filepath.Clean(f.out) {
+			return fmt.Errorf("--out %s is the key file: the certificate would overwrite the private key", f.out)
+		}
 	}
 	if f.kubeconfigOut == "" {
 		return nil
@@ -365,7 +372,7 @@ func (o *requestOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.fetchOptions.check(ks.key); err != nil {
+	if err := o.fetchOptions.check(ks.key, o.newKey, o.keyFile); err != nil {
 		return err
 	}
 	csr := &certv1alpha1.CertificateSigningRequest{

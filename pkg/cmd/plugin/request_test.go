@@ -316,6 +316,10 @@ func TestRequestErrors(t *testing.T) {
 		"kubeconfig needs key": {args: []string{"x", "--signer", "example.com/s", "--csr", "x.csr", "--kubeconfig-out", "k"}, files: map[string]string{"x.csr": string(otherRequest)}, wantErr: "--kubeconfig-out needs the private key"},
 		"key not a key":        {args: []string{"x", "--signer", "example.com/s", "--key", "y.key", "--cn", "x"}, files: map[string]string{"y.key": "junk"}, wantErr: "--key y.key"},
 		"encrypted key":        {args: []string{"x", "--signer", "example.com/s", "--key", "y.key", "--cn", "x"}, files: map[string]string{"y.key": "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA==\n-----END ENCRYPTED PRIVATE KEY-----\n"}, wantErr: "the key is encrypted"},
+		"out is the key": {
+			args: []string{"x", "--signer", "example.com/s", "--key", "./y.key", "--cn", "x", "--out", "y.key"}, files: map[string]string{"y.key": string(otherKeyPEM)},
+			wantErr: "--out y.key is the key file", wantKept: map[string]string{"y.key": string(otherKeyPEM)},
+		},
 		"kubeconfig exists": {
 			args: []string{"x", "--signer", "example.com/s", "--new-key", "x.key", "--cn", "x", "--kubeconfig-out", "kc"}, files: map[string]string{"kc": "mine"},
 			wantErr: "--kubeconfig-out kc exists; refusing to overwrite", wantGone: []string{"x.key"}, wantKept: map[string]string{"kc": "mine"},
