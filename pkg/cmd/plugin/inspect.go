@@ -57,29 +57,8 @@ rest of the output is shown without it.`,
 			inspect(ctx, streams.Out, client, newKube, csr, time.Now())
 			return nil
 		},
-		ValidArgsFunction: func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-			return requestNames(contextOf(cmd), newClient, toComplete), cobra.ShellCompDirectiveNoFileComp
-		},
+		// NAME is completed by the Completer (completion.go).
 	}
-}
-
-// requestNames completes NAME with the rekey requests.
-func requestNames(ctx context.Context, newClient func() (clientset.Interface, error), prefix string) []string {
-	client, err := newClient()
-	if err != nil {
-		return nil
-	}
-	list, err := client.CertificatesV1alpha1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, csr := range list.Items {
-		if strings.HasPrefix(csr.Name, prefix) {
-			names = append(names, csr.Name)
-		}
-	}
-	return names
 }
 
 func inspect(ctx context.Context, out io.Writer, client clientset.Interface, newKube func() (kubernetes.Interface, error), csr *certv1alpha1.CertificateSigningRequest, now time.Time) {

@@ -55,9 +55,7 @@ evidence answers a challenge that is spent; rekey-agent renews them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(contextOf(cmd), args[0])
 		},
-		ValidArgsFunction: func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-			return requestNames(contextOf(cmd), deps.newClient, toComplete), cobra.ShellCompDirectiveNoFileComp
-		},
+		// NAME is completed by the Completer (completion.go).
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.name, "name", "", "the new request's name (default: NAME-<5 random characters>)")
