@@ -59,17 +59,20 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 	caInformer rotationinformers.CertificateAuthorityInformer, auth *authority.Service, clk clock.PassiveClock) *Controller {
 	RegisterMetrics()
 	c := &Controller{
-		client:       client,
-		signers:      signerInformer.Lister(),
-		authorities:  auth.Authorities,
-		signing:      auth.Signing,
-		clock:        clk,
-		signerQueue:  runner.NewQueue[string]("signer-status"),
-		signerSynced: []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced},
+		client:      client,
+		signers:     signerInformer.Lister(),
+		authorities: auth.Authorities,
+		signing:     auth.Signing,
+		clock:       clk,
+		signerQueue: runner.NewQueue[string]("signer-status"),
 	}
 	c.csrs = csrcontroller.New("signer", csrInformer, certv1alpha1.NeedsSigning, c.Handle)
 	_, _ = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.forget})
-	_, _ = signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The workers wait for the handlers' registrations, not only the
+	// informers: a registration has synced once its handler has been given
+	// every object of the initial list, so nothing the first adds queue
+	// arrives after the workers believe the start is over.
+	signerHandler, _ := signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueSigner,
 		UpdateFunc: func(_, obj any) { c.enqueueSigner(obj) },
 		DeleteFunc: func(obj any) {
@@ -81,7 +84,7 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 			}
 		},
 	})
-	_, _ = caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	caHandler, _ := caInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.caChanged(nil, obj) },
 		UpdateFunc: c.caChanged,
 		// A deleted CA signs nothing more: its signers turn Ready=False
@@ -93,6 +96,10 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 			c.caChanged(nil, obj)
 		},
 	})
+	c.signerSynced = []cache.InformerSynced{signerInformer.Informer().HasSynced, caInformer.Informer().HasSynced}
+	if signerHandler != nil && caHandler != nil {
+		c.signerSynced = append(c.signerSynced, signerHandler.HasSynced, caHandler.HasSynced)
+	}
 	return c
 }
 

@@ -390,6 +390,11 @@ func TestDeletingTheCAReChecksItsSigners(t *testing.T) {
 	defer cancel()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	// The handlers' registrations too: until they have synced, an initial
+	// add may still queue a signer after the drain below.
+	if !cache.WaitForCacheSync(ctx.Done(), c.signerSynced...) {
+		t.Fatal("handlers did not sync")
+	}
 	// Drain what the adds queued.
 	for c.signerQueue.Len() > 0 {
 		name, _ := c.signerQueue.Get()
