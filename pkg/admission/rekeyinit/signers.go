@@ -2,6 +2,7 @@ package rekeyinit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,7 @@ type LateSignerGetter struct {
 func (l *LateSignerGetter) Get(ctx context.Context, name string) (*certificates.Signer, error) {
 	s := l.storage.Load()
 	if s == nil {
-		return nil, fmt.Errorf("Signer storage is not ready yet")
+		return nil, errors.New("the Signer storage is not ready yet")
 	}
 	obj, err := (*s).Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
