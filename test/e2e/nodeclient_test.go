@@ -80,6 +80,22 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 	if certs[0].Subject.CommonName != "system:node:e2e-node-1" {
 		t.Fatalf("subject = %v", certs[0].Subject)
 	}
+	// Both decisions of the create are events on the request in the host
+	// cluster (package csrevents), the Issued one naming the serial.
+	for reason, want := range map[string]string{"Approved": "AutoApproved: ", "Issued": "serial " + certs[0].SerialNumber.Text(16)} {
+		framework.Eventually(t, settleTimeout, "the "+reason+" event of node-1-client", func(ctx context.Context) error {
+			events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1-client,reason=" + reason})
+			if err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, want) && e.InvolvedObject.UID == csr.UID {
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s event saying %q: %+v", reason, want, events.Items)
+		})
+	}
 }
 
 // A requester without the selfnodeclient/nodeclient permission stays
