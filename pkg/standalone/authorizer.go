@@ -22,7 +22,13 @@ import (
 //   - system:nodes may get Signers and get and watch CertificateAuthorities
 //     (rekey-agent renews at once when its CA rotates);
 //   - anonymous users may only read health endpoints.
-func NewAuthorizer() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
+func NewAuthorizer() authorizer.Authorizer {
+	return standaloneAuthorizer{authorizer.AuthorizerFunc(authorize)}
+}
+
+// standaloneAuthorizer is the policy as a type, so that the
+// SelfSubjectRulesReview handler knows rulesFor describes it.
+type standaloneAuthorizer struct{ authorizer.AuthorizerFunc }
 
 var requesterVerbs = []string{"create", "get", "list", "watch"}
 
@@ -49,10 +55,11 @@ func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decisio
 		return authorizer.DecisionAllow, "", nil
 	}
 	// Asking who one is and what one may do (kubectl auth whoami, kubectl
-	// auth can-i), as kube-apiserver's system:basic-user role allows.
+	// auth can-i [--list]), as kube-apiserver's system:basic-user role
+	// allows.
 	if a.GetVerb() == "create" && a.GetSubresource() == "" &&
 		(a.GetAPIGroup() == "authentication.k8s.io" && a.GetResource() == "selfsubjectreviews" ||
-			a.GetAPIGroup() == "authorization.k8s.io" && a.GetResource() == "selfsubjectaccessreviews") {
+			a.GetAPIGroup() == "authorization.k8s.io" && (a.GetResource() == "selfsubjectaccessreviews" || a.GetResource() == "selfsubjectrulesreviews")) {
 		return authorizer.DecisionAllow, "", nil
 	}
 	// Node client auto-approval, as artifacts/rbac/node-client.yaml grants

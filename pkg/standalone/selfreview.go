@@ -24,6 +24,7 @@ import (
 const (
 	SelfSubjectReviewPath       = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 	SelfSubjectAccessReviewPath = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+	SelfSubjectRulesReviewPath  = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 )
 
 // maxReviewBytes bounds a review's body: a SelfSubjectAccessReview is a few
@@ -54,7 +55,8 @@ type Mux interface {
 }
 
 // InstallSelfReviews serves SelfSubjectReview (`kubectl auth whoami`) and
-// SelfSubjectAccessReview (`kubectl auth can-i`) as kube-apiserver does,
+// SelfSubjectAccessReview (`kubectl auth can-i`) and SelfSubjectRulesReview
+// (`kubectl auth can-i --list`, the rules of NewAuthorizer) as kube-apiserver does,
 // answered with authz, the standalone authorizer. The handler chain has
 // authenticated the request and authorized the create of the review itself
 // (NewAuthorizer allows it to every authenticated user, as kube-apiserver's
@@ -65,6 +67,7 @@ func InstallSelfReviews(mux Mux, authz authorizer.Authorizer) error {
 	if err != nil {
 		return err
 	}
+	_, rulesAuthz := authz.(standaloneAuthorizer)
 	mux.Handle(SelfSubjectReviewPath, rv.handler(authenticationv1.SchemeGroupVersion.WithResource("selfsubjectreviews"),
 		func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
 		func(r *http.Request, u user.Info, obj runtime.Object) error {
@@ -94,6 +97,19 @@ func InstallSelfReviews(mux Mux, authz authorizer.Authorizer) error {
 			}
 			if err != nil {
 				review.Status.EvaluationError = err.Error()
+			}
+			return nil
+		}))
+	// The rules are those of the standalone policy, which is the same in
+	// every namespace; with another authorizer, nothing can list them.
+	mux.Handle(SelfSubjectRulesReviewPath, rv.handler(authorizationv1.SchemeGroupVersion.WithResource("selfsubjectrulesreviews"),
+		func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
+		func(_ *http.Request, u user.Info, obj runtime.Object) error {
+			review := obj.(*authorizationv1.SelfSubjectRulesReview)
+			review.Status = authorizationv1.SubjectRulesReviewStatus{Incomplete: true, EvaluationError: "rules are listed only for rekey's standalone authorizer"}
+			if rulesAuthz {
+				review.Status.ResourceRules, review.Status.NonResourceRules = rulesFor(u)
+				review.Status.Incomplete, review.Status.EvaluationError = false, ""
 			}
 			return nil
 		}))

@@ -75,6 +75,16 @@ func TestSelfReviews(t *testing.T) {
 		})
 	}
 
+	rec = post(SelfSubjectRulesReviewPath, `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"default"}}`, alice)
+	var rules authorizationv1.SelfSubjectRulesReview
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &rules) != nil {
+		t.Fatalf("SelfSubjectRulesReview: %d %s", rec.Code, rec.Body)
+	}
+	if rules.Status.Incomplete || !coversResource(rules.Status.ResourceRules, "create", "certificates.rekey.io", "certificatesigningrequests") ||
+		coversResource(rules.Status.ResourceRules, "approve", "certificates.rekey.io", "signers") {
+		t.Errorf("SelfSubjectRulesReview answered %+v", rules.Status)
+	}
+
 	req := httptest.NewRequest(http.MethodGet, SelfSubjectReviewPath, nil).WithContext(request.WithUser(context.Background(), alice))
 	rec = httptest.NewRecorder()
 	handlers[SelfSubjectReviewPath].ServeHTTP(rec, req)

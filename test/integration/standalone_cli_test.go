@@ -20,8 +20,8 @@ import (
 // checkVersionsAndWhoAmI checks, on a running standalone server, what a
 // person tries first (issue #32): `kubectl version` (the server's
 // gitVersion is rekey's and parses as semver), `kubectl rekey version`,
-// `kubectl auth whoami` and `kubectl auth can-i` for the admin and for a
-// user whose kubeconfig `rekey-apiserver standalone user-kubeconfig` made.
+// `kubectl auth whoami` and `kubectl auth can-i [--list]` for the admin and
+// for a user whose kubeconfig `rekey-apiserver standalone user-kubeconfig` made.
 // It runs inside TestKubectlAgainstStandaloneServer, on that test's server.
 func checkVersionsAndWhoAmI(t *testing.T, srv *framework.Standalone) {
 	t.Helper()
@@ -75,6 +75,11 @@ func checkVersionsAndWhoAmI(t *testing.T, srv *framework.Standalone) {
 	}
 	if u := whoami(alice); u.Username != "alice" || !slices.Contains(u.Groups, "dev") || slices.Contains(u.Groups, "system:masters") {
 		t.Errorf("alice's kubeconfig authenticates as %+v", u)
+	}
+
+	out, errOut, err = framework.RunKubectl(t, alice, nil, "auth", "can-i", "--list")
+	if err != nil || !strings.Contains(out, "certificatesigningrequests.certificates.rekey.io") || strings.Contains(out, "signers.certificates.rekey.io") {
+		t.Errorf("alice: kubectl auth can-i --list: %v\n%s%s", err, out, errOut)
 	}
 
 	for _, tc := range []struct {
