@@ -32,7 +32,9 @@ for _ in $(seq 1 240); do
 		tail -n 30 "$log" >&2
 		exit 1
 	fi
-	if [[ -f "$DATA_DIR/admin.kubeconfig" ]] && curl -fsk --max-time 2 "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
+	# Without curl, the admin kubeconfig alone: the server writes it once
+	# it serves.
+	if [[ -f "$DATA_DIR/admin.kubeconfig" ]] && { ! command -v curl >/dev/null || curl -fsk --max-time 2 "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; }; then
 		echo "rekey-apiserver is ready on https://127.0.0.1:$PORT (pid $pid, log $log; make stop stops it)"
 		echo "  export KUBECONFIG=$(cd "$DATA_DIR" && pwd)/admin.kubeconfig"
 		exit 0
