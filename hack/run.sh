@@ -20,6 +20,9 @@ if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 	echo "rekey-apiserver is already running (pid $(cat "$pidfile"), $log); make stop first" >&2
 	exit 1
 fi
+# The server rewrites the admin kubeconfig once it serves: a stale one
+# from the last run must not pass for readiness.
+rm -f "$DATA_DIR/admin.kubeconfig"
 nohup "${cmd[@]}" >"$log" 2>&1 </dev/null &
 pid=$!
 echo "$pid" >"$pidfile"
