@@ -96,6 +96,13 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 			return fmt.Errorf("no %s event saying %q: %+v", reason, want, events.Items)
 		})
 	}
+	// kubectl describe finds them (cluster-scoped objects' events are in
+	// namespace default).
+	out, errOut, err := framework.RunKubectl(t, cluster.AdminKubeconfig, nil, "describe", "rcsr", "node-1-client")
+	_, described, _ := strings.Cut(out, "Events:")
+	if err != nil || !strings.Contains(described, "Approved") || !strings.Contains(described, "Issued") || !strings.Contains(described, "serial "+certs[0].SerialNumber.Text(16)) {
+		t.Fatalf("kubectl describe rcsr node-1-client does not list the events: %v\n%s%s", err, out, errOut)
+	}
 }
 
 // A requester without the selfnodeclient/nodeclient permission stays
