@@ -57,6 +57,25 @@ const (
 // NodeServing signer leaves to a person (never Denied).
 const ReasonNotAutoApproved = "NotAutoApproved"
 
+// Reasons of the events on a CSR rekey decides: approved without a
+// person, issued, or failed with the rule it broke (as rekey's own
+// requests get them, package csrevents).
+const (
+	ReasonApproved = "Approved"
+	ReasonIssued   = "Issued"
+	ReasonFailed   = "Failed"
+)
+
+// issuedMessage names the issued certificate's issuer, serial and expiry.
+func issuedMessage(certPEM []byte) string {
+	certs, err := validation.ParseCertificateChain(certPEM)
+	if err != nil || len(certs) == 0 {
+		return "the certificate is in status.certificate"
+	}
+	c := certs[0]
+	return fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), c.SerialNumber.Text(16), c.NotAfter.UTC().Format(time.RFC3339))
+}
+
 // RecordPrefix prefixes a native CSR's name in its issuance record (and
 // so in a rotation's pending renewals), telling it apart from a
 // certificates.rekey.io request of the same name.
@@ -352,6 +371,7 @@ func (c *Controller) approve(ctx context.Context, signer *certv1alpha1.Signer, c
 		return 0, fmt.Errorf("approving CSR %s: %w", csr.Name, err)
 	}
 	logger.V(2).Info("Approved", "csr", csr.Name, "signerName", csr.Spec.SignerName, "reason", decision.Reason)
+	c.deps.Events.Event(reference(csr), corev1.EventTypeNormal, ReasonApproved, message.CapEvent(decision.Reason+": "+decision.Message))
 	return 0, nil
 }
 
@@ -429,6 +449,11 @@ func (c *Controller) sign(ctx context.Context, signer *certv1alpha1.Signer, csr 
 		c.unwritten.Delete(csr.UID)
 		c.writtenOver.Store(csr.UID, csr.ResourceVersion)
 		klog.FromContext(ctx).V(2).Info("Wrote CSR status", "csr", csr.Name, "signerName", csr.Spec.SignerName, "issued", signed.Failure == nil)
+		if signed.Failure != nil {
+			c.deps.Events.Event(reference(csr), corev1.EventTypeWarning, ReasonFailed, message.CapEvent(signed.Failure.Reason+": "+signed.Failure.Message))
+		} else {
+			c.deps.Events.Event(reference(csr), corev1.EventTypeNormal, ReasonIssued, message.CapEvent(issuedMessage(signed.Certificate)))
+		}
 		return nil
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

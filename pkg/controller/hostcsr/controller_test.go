@@ -244,6 +244,9 @@ func TestNodeClientApprovedBySubjectAccessReviewInKubeGroup(t *testing.T) {
 	if cond.Type != certificatesv1.CertificateApproved || cond.Status != corev1.ConditionTrue || cond.Reason != issuer.ReasonAutoApproved {
 		t.Fatalf("condition = %+v, want Approved True AutoApproved", cond)
 	}
+	if e := nextEvent(t, f); e != "Normal Approved "+cond.Reason+": "+cond.Message {
+		t.Fatalf("event %q, want Approved with the reason", e)
+	}
 	if len(f.authz.asked) != 1 {
 		t.Fatalf("asked %d reviews, want 1", len(f.authz.asked))
 	}
@@ -252,6 +255,18 @@ func TestNodeClientApprovedBySubjectAccessReviewInKubeGroup(t *testing.T) {
 		a.GetVerb() != "create" || a.GetUser().GetName() != "system:bootstrap:abcdef" || a.GetUser().GetGroups()[0] != "system:bootstrappers" ||
 		a.GetUser().GetExtra()["k"][0] != "v" {
 		t.Fatalf("review = %+v, want create certificates.k8s.io certificatesigningrequests/nodeclient as the requester", a)
+	}
+}
+
+// nextEvent is the next event the handler recorded.
+func nextEvent(t *testing.T, f *fixture) string {
+	t.Helper()
+	select {
+	case e := <-f.events.Events:
+		return e
+	default:
+		t.Fatal("no event")
+		return ""
 	}
 }
 
@@ -346,6 +361,9 @@ func TestSignsApprovedRequest(t *testing.T) {
 	if cert.Subject.CommonName != "system:node:n1" {
 		t.Fatalf("CN = %q", cert.Subject.CommonName)
 	}
+	if e := nextEvent(t, f); !strings.HasPrefix(e, "Normal Issued issued by") || !strings.Contains(e, "serial "+cert.SerialNumber.Text(16)) {
+		t.Fatalf("event %q, want Issued naming the serial", e)
+	}
 	if len(f.recorder.records) != 1 {
 		t.Fatalf("records = %v, want 1", f.recorder.records)
 	}
@@ -380,6 +398,9 @@ func TestPolicyViolationFails(t *testing.T) {
 	c := got.Status.Conditions[len(got.Status.Conditions)-1]
 	if c.Type != certificatesv1.CertificateFailed || c.Status != corev1.ConditionTrue || c.Reason == "" || !strings.Contains(c.Message, "system:node:") {
 		t.Fatalf("condition = %+v, want Failed naming the rule", c)
+	}
+	if e := nextEvent(t, f); e != "Warning Failed "+c.Reason+": "+c.Message {
+		t.Fatalf("event %q, want Failed with the rule", e)
 	}
 	if len(f.recorder.records) != 0 {
 		t.Fatalf("records = %v", f.recorder.records)
