@@ -11,9 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"rekey.io/rekey/pkg/apis/certificates"
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
 )
@@ -23,8 +27,11 @@ import (
 // subject alternative names, usages, lifetime, CA), the rule the request
 // breaks, or why nothing would decide it. It runs the policy code Sign
 // runs on the request as stored (spec.username is the requester's), and
-// reads the CA Sign would sign with; it signs, records and approves
-// nothing. The text is a warning for the dry-run response
+// reads the CA Sign would sign with from its published status (never its
+// key: a dry run costs no key store or PKCS#11 call); it signs, records
+// and approves nothing. What the requester learns is listed in
+// docs/security.md: the answer is theirs to see, but the CA's name, key
+// ID and any error text (host paths, PKCS#11 errors) are not. The text is a warning for the dry-run response
 // (certv1alpha1.DryRunWarningPrefix).
 func (s *Synchronous) DryRun(ctx context.Context, csr *certificates.CertificateSigningRequest) string {
 	say := func(format string, args ...any) string {
@@ -61,21 +68,36 @@ func (s *Synchronous) DryRun(ctx context.Context, csr *certificates.CertificateS
 	if err != nil {
 		return say("signer %q: %v: no decision", name, err)
 	}
-	caName := signer.Spec.CertificateAuthorityRef.Name
-	auth, err := s.Signing.Authorities.Get(ctx, caName)
-	if err != nil {
-		return say("signer %q cannot sign now: %v (the request would wait until it can)", name, err)
+	caCert := s.publishedCA(signer.Spec.CertificateAuthorityRef.Name)
+	if caCert == nil {
+		return say("signer %q cannot sign now: its CA is not ready (the request would wait until it is)", name)
 	}
 	fields := []string{
 		fmt.Sprintf("subject %q", req.Subject.String()),
 		"subject alternative names " + sans(req),
 		fmt.Sprintf("key %s", keyDescription(req)),
 		"usages " + usages(versioned.Spec.Usages),
-		lifetime(signer, decision, auth.Cert, s.Signing.Clock.Now()),
-		fmt.Sprintf("CA %q (key %s, %s, fingerprint %s)", auth.Name, auth.KeyID, auth.Cert.Subject.String(), signing.Fingerprint(auth.Cert)),
+		lifetime(signer, decision, caCert, s.Signing.Clock.Now()),
+		fmt.Sprintf("CA %s (fingerprint %s)", caCert.Subject.String(), signing.Fingerprint(caCert)),
 		approval(signer),
 	}
 	return say("signer %q%s%s", name, certv1alpha1.DryRunWouldIssue, strings.Join(fields, "; "))
+}
+
+// publishedCA is the certificate the CertificateAuthority publishes in
+// status.current while its Ready condition is True, or nil: a missing,
+// unready or unparsable CA is only "not ready" to the requester, whose
+// dry run must not echo the CA's own error.
+func (s *Synchronous) publishedCA(name string) *x509.Certificate {
+	ca, err := s.Signing.Authorities.Lister.Get(name)
+	if err != nil || ca.Status.Current == nil || !meta.IsStatusConditionTrue(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady) {
+		return nil
+	}
+	cert, err := authority.ParseCertificatePEM(ca.Status.Current.Certificate)
+	if err != nil {
+		return nil
+	}
+	return cert
 }
 
 func sans(req *x509.CertificateRequest) string {

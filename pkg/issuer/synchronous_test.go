@@ -78,6 +78,8 @@ type fixture struct {
 	records *records
 	authz   *authz
 	caCert  *x509.Certificate
+	// caIndexer holds the CertificateAuthority "ca" the listers read.
+	caIndexer cache.Indexer
 }
 
 // newFixture serves two signers with one CA: example.com/manual (Manual
@@ -94,7 +96,7 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 	if err := caIndexer.Add(&rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "ca", UID: "0123456789"}}); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{records: &records{}, authz: &authz{}}
+	f := &fixture{records: &records{}, authz: &authz{}, caIndexer: caIndexer}
 	if withKey {
 		key, _, err := keys.GetOrCreate(ctx, "ca-01234567-1", signing.ECDSAP256)
 		if err != nil {
