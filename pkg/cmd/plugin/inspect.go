@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -63,11 +66,15 @@ rest of the output is shown without it.`,
 
 func inspect(ctx context.Context, out io.Writer, client clientset.Interface, newKube func() (kubernetes.Interface, error), csr *certv1alpha1.CertificateSigningRequest, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "Name:\t%s\n", csr.Name)
-	fmt.Fprintf(w, "Signer:\t%s\n", csr.Spec.SignerName)
-	requester := csr.Spec.Username
+	fmt.Fprintf(w, "Name:\t%s\n", printable(csr.Name))
+	fmt.Fprintf(w, "Signer:\t%s\n", printable(csr.Spec.SignerName))
+	requester := printable(csr.Spec.Username)
 	if len(csr.Spec.Groups) > 0 {
-		requester += " (groups " + strings.Join(csr.Spec.Groups, ", ") + ")"
+		groups := make([]string, len(csr.Spec.Groups))
+		for i, g := range csr.Spec.Groups {
+			groups[i] = printable(g)
+		}
+		requester += " (groups " + strings.Join(groups, ", ") + ")"
 	}
 	fmt.Fprintf(w, "Requester:\t%s\n", requester)
 	fmt.Fprintf(w, "Created:\t%s (%s ago)\n", csr.CreationTimestamp.UTC().Format(time.RFC3339), age(csr.CreationTimestamp.Time, now))
@@ -75,9 +82,9 @@ func inspect(ctx context.Context, out io.Writer, client clientset.Interface, new
 
 	fmt.Fprintf(w, "Request:\t\n")
 	if req, err := requestOf(csr); err != nil {
-		fmt.Fprintf(w, "  Error:\t%v\n", err)
+		fmt.Fprintf(w, "  Error:\t%s\n", printable(err.Error()))
 	} else {
-		fmt.Fprintf(w, "  Subject:\t%s\n", noneIfEmpty(req.Subject.String()))
+		fmt.Fprintf(w, "  Subject:\t%s\n", noneIfEmpty(printable(req.Subject.String())))
 		fmt.Fprintf(w, "  SANs:\t%s\n", requestSANs(req))
 		fmt.Fprintf(w, "  Key:\t%s\n", keyDescription(req.PublicKey))
 	}
@@ -92,19 +99,19 @@ func inspect(ctx context.Context, out io.Writer, client clientset.Interface, new
 	if len(csr.Status.Certificate) == 0 {
 		fmt.Fprintf(w, "none\n")
 	} else if certs, err := validation.ParseCertificateChain(csr.Status.Certificate); err != nil {
-		fmt.Fprintf(w, "does not parse: %v\n", err)
+		fmt.Fprintf(w, "does not parse: %s\n", printable(err.Error()))
 	} else {
 		leaf := certs[0]
-		fmt.Fprintf(w, "\n  Subject:\t%s\n", noneIfEmpty(leaf.Subject.String()))
+		fmt.Fprintf(w, "\n  Subject:\t%s\n", noneIfEmpty(printable(leaf.Subject.String())))
 		fmt.Fprintf(w, "  SANs:\t%s\n", certSANs(leaf))
 		fmt.Fprintf(w, "  Key:\t%s\n", keyDescription(leaf.PublicKey))
 		fmt.Fprintf(w, "  Key usage:\t%s\n", noneIfEmpty(strings.Join(x509Usages(leaf), ", ")))
 		fmt.Fprintf(w, "  Serial:\t%s\n", leaf.SerialNumber.Text(16))
 		fmt.Fprintf(w, "  Valid:\t%s to %s (%s)\n", leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), validity(leaf, now))
-		fmt.Fprintf(w, "  Issuer:\t%s\n", leaf.Issuer.String())
-		fmt.Fprintf(w, "  Issuing CA:\t%s\n", issuingCA(ctx, client, csr.Spec.SignerName, leaf))
+		fmt.Fprintf(w, "  Issuer:\t%s\n", printable(leaf.Issuer.String()))
+		fmt.Fprintf(w, "  Issuing CA:\t%s\n", printable(issuingCA(ctx, client, csr.Spec.SignerName, leaf)))
 		if len(leaf.CRLDistributionPoints) > 0 {
-			fmt.Fprintf(w, "  CRL:\t%s\n", strings.Join(leaf.CRLDistributionPoints, ", "))
+			fmt.Fprintf(w, "  CRL:\t%s\n", printable(strings.Join(leaf.CRLDistributionPoints, ", ")))
 		}
 		if len(certs) > 1 {
 			fmt.Fprintf(w, "  Chain:\t%d more certificates after the leaf\n", len(certs)-1)
@@ -123,7 +130,7 @@ func inspect(ctx context.Context, out io.Writer, client clientset.Interface, new
 			if at.IsZero() {
 				at = c.LastTransitionTime.Time
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), age(at, now), c.Message)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", printable(string(c.Type)), printable(string(c.Status)), printable(orDash(c.Reason)), age(at, now), printable(c.Message))
 		}
 		_ = tw.Flush()
 	}
@@ -167,16 +174,16 @@ func certSANs(c *x509.Certificate) string {
 func formatSANs[IP fmt.Stringer, U fmt.Stringer](dns []string, ips []IP, emails []string, uris []U) string {
 	var out []string
 	for _, n := range dns {
-		out = append(out, "DNS:"+n)
+		out = append(out, "DNS:"+printable(n))
 	}
 	for _, ip := range ips {
 		out = append(out, "IP:"+ip.String())
 	}
 	for _, e := range emails {
-		out = append(out, "email:"+e)
+		out = append(out, "email:"+printable(e))
 	}
 	for _, u := range uris {
-		out = append(out, "URI:"+u.String())
+		out = append(out, "URI:"+printable(u.String()))
 	}
 	return noneIfEmpty(strings.Join(out, ", "))
 }
@@ -350,7 +357,7 @@ func printRequestEvents(ctx context.Context, out io.Writer, newKube func() (kube
 		if e.Count > 1 {
 			count = fmt.Sprintf(" (x%d)", e.Count)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\t%s\n", e.Type, e.Reason, age(last(e), now), count, orDash(from), e.Message)
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\t%s\n", printable(e.Type), printable(e.Reason), age(last(e), now), count, printable(orDash(from)), printable(e.Message))
 	}
 	_ = tw.Flush()
 }
@@ -373,6 +380,24 @@ func noneIfEmpty(s string) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// printable shows a string the server returned, which a requester or
+// anyone who can write events may have chosen, so that it cannot drive the
+// terminal: a string with a control character, a format character (such
+// as a bidirectional override) or invalid UTF-8 is shown Go-quoted, its
+// escapes visible ("CN=a\x1b[2K..."); any other string as it is. Without
+// this a common name "system:admin\x1b[2K\rCN=alice" would read CN=alice.
+func printable(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
 	}
 	return s
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,4 +145,39 @@ func mustTemplate(t *testing.T, subject string, dns ...string) *x509.Certificate
 		t.Fatal(err)
 	}
 	return &x509.CertificateRequest{Subject: name, DNSNames: dns}
+}
+
+// TestInspectEscapesControlCharacters: what a requester (or anyone who
+// can write events) chose is shown with its control characters escaped,
+// so that a common name "system:admin\x1b[2K\rCN=alice" cannot read as
+// CN=alice on the terminal (review #32 finding 1).
+func TestInspectEscapesControlCharacters(t *testing.T) {
+	signer, err := parsePrivateKeyPEM("k", "k", []byte(mustKeyPEM(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "system:admin\x1b[2K\rCN=alice"
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: hostile}, DNSNames: []string{"a\x1b]0;x\x07.example.com"}}
+	request, err := createRequestPEM(tmpl, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certv1alpha1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil", UID: "uid-evil"},
+		Spec:       certv1alpha1.CertificateSigningRequestSpec{Request: request, SignerName: "example.com/team", Username: "mallory\u202e"},
+		Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{{
+			Type: certv1alpha1.CertificateFailed, Status: metav1.ConditionTrue, Reason: "X", Message: "bad\x1b[31m"}}},
+	}
+	var out bytes.Buffer
+	inspect(context.Background(), &out, fake.NewSimpleClientset(), nil, csr, time.Now())
+	for _, c := range out.String() {
+		if c != '\n' && !unicode.IsPrint(c) {
+			t.Errorf("output holds control or format character %U:\n%s", c, out.String())
+		}
+	}
+	for _, w := range []string{`"CN=system:admin\x1b[2K\rCN=alice"`, `DNS:"a\x1b]0;x\a.example.com"`, `"mallory\u202e"`, `"bad\x1b[31m"`} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %s:\n%s", w, out.String())
+		}
+	}
 }

@@ -119,7 +119,9 @@ func validateSpec(spec *certificates.CertificateSigningRequestSpec, fldPath *fie
 	// The signer name is checked first: everything else about a request is
 	// judged by the signer it names.
 	allErrs = append(allErrs, ValidateSignerName(fldPath.Child("signerName"), spec.SignerName)...)
-	if _, err := ParseCSR(spec.Request); err != nil {
+	if req, err := ParseCSR(spec.Request); err == nil {
+		allErrs = append(allErrs, validateRequestText(fldPath.Child("request"), req)...)
+	} else {
 		if len(spec.Request) == 0 {
 			allErrs = append(allErrs, field.Required(fldPath.Child("request"), "a PEM-encoded PKCS#10 certificate request is required"))
 		} else if err == errRequestTooLarge {
