@@ -97,5 +97,9 @@ func (p *Plugin) Warning(ctx context.Context, signerName string) string {
 		// True, or not judged yet: a new Signer is judged within moments.
 		return ""
 	}
-	return fmt.Sprintf("Signer %q for signerName %q is not Ready (%s: %s): nothing will sign this request until it is", s.Name, signerName, ready.Reason, ready.Message)
+	// The reason only, never the message: the requester may have no get on
+	// Signers, and a message can be the CA's raw error (CAUnavailable
+	// carries the key store's text: host paths, PKCS#11 errors). The
+	// reasons are the Signer controller's fixed words.
+	return fmt.Sprintf("Signer %q for signerName %q is not Ready (reason %s): nothing will sign this request until it is", s.Name, signerName, ready.Reason)
 }

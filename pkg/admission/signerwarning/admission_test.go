@@ -64,7 +64,10 @@ func TestWarnsWhenNothingWillSign(t *testing.T) {
 		"no Signer serves the name": {getter: getter, signerName: "example.com/none",
 			want: `no Signer serves signerName "example.com/none": nothing will sign this request until one does`},
 		"the Signer is not Ready": {getter: getter, signerName: "example.com/broken",
-			want: `Signer "example.com:broken" for signerName "example.com/broken" is not Ready (CANotFound: CertificateAuthority "gone" does not exist): nothing will sign this request until it is`},
+			// The reason only: the condition's message can be a raw CA
+			// error (CAUnavailable carries the key store's err.Error()),
+			// not for a requester who may not get the Signer.
+			want: `Signer "example.com:broken" for signerName "example.com/broken" is not Ready (reason CANotFound): nothing will sign this request until it is`},
 		"the Signer is Ready":                          {getter: getter, signerName: "example.com/ready"},
 		"the Signer is not judged yet":                 {getter: getter, signerName: "example.com/new"},
 		"the Signers cannot be read":                   {getter: signers{err: errors.New("storage is not ready yet")}, signerName: "example.com/none"},
