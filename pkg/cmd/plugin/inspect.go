@@ -297,8 +297,8 @@ func parseCACertificate(pemData string) (*x509.Certificate, error) {
 }
 
 // printRequestEvents prints the host cluster's events about the request
-// (rekey records them in the host cluster, where there is one). A
-// standalone server serves no events: "none".
+// (rekey records them in the host cluster's namespace default, where there
+// is one). A standalone server serves no events: "none".
 func printRequestEvents(ctx context.Context, out io.Writer, newKube func() (kubernetes.Interface, error), csr *certv1alpha1.CertificateSigningRequest, now time.Time) {
 	none := func(why string) {
 		if why == "" {
@@ -316,8 +316,13 @@ func printRequestEvents(ctx context.Context, out io.Writer, newKube func() (kube
 		none(err.Error())
 		return
 	}
-	selector := fields.Set{"involvedObject.kind": "CertificateSigningRequest", "involvedObject.name": csr.Name}.AsSelector().String()
-	list, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	// rekey's event recorder writes the events of a cluster-scoped object
+	// to namespace default (client-go's record package does); only there,
+	// and only events naming this object's UID, are rekey's. Anyone who can
+	// create events in some namespace could otherwise show an approver an
+	// Approved or Issued event of their own making.
+	selector := fields.Set{"involvedObject.kind": "CertificateSigningRequest", "involvedObject.name": csr.Name, "involvedObject.uid": string(csr.UID)}.AsSelector().String()
+	list, err := kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: selector})
 	if err != nil {
 		// A standalone server has no events API: nothing was recorded.
 		none("")
@@ -325,10 +330,11 @@ func printRequestEvents(ctx context.Context, out io.Writer, newKube func() (kube
 	}
 	var events []corev1.Event
 	for _, e := range list.Items {
+		// Checked here too, whatever the server made of the selector:
 		// certificates.k8s.io requests of the same name are another
-		// object; an empty UID or one that matches is this one.
-		if e.InvolvedObject.Name == csr.Name && strings.HasPrefix(e.InvolvedObject.APIVersion, certv1alpha1.GroupName+"/") &&
-			(e.InvolvedObject.UID == "" || e.InvolvedObject.UID == csr.UID) {
+		// object, and an event without this request's UID is not rekey's.
+		if e.Namespace == metav1.NamespaceDefault && e.InvolvedObject.Kind == "CertificateSigningRequest" && e.InvolvedObject.Name == csr.Name &&
+			strings.HasPrefix(e.InvolvedObject.APIVersion, certv1alpha1.GroupName+"/") && csr.UID != "" && e.InvolvedObject.UID == csr.UID {
 			events = append(events, e)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -60,10 +61,22 @@ func TestInspect(t *testing.T) {
 		Previous: &rotationv1alpha1.CACertificate{Certificate: previous.pem(), KeyID: "team-ca-1"},
 	}}
 	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "by-current.1", Namespace: "default"},
-		InvolvedObject: corev1.ObjectReference{APIVersion: "certificates.rekey.io/v1alpha1", Kind: "CertificateSigningRequest", Name: "by-current"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "certificates.rekey.io/v1alpha1", Kind: "CertificateSigningRequest", Name: "by-current", UID: "uid-name"},
 		Type:           corev1.EventTypeNormal, Reason: "Issued", Message: "issued by team-ca", Source: corev1.EventSource{Component: "rekey-signer"}, LastTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))}
 	otherEvent := event.DeepCopy()
 	otherEvent.Name, otherEvent.InvolvedObject.APIVersion, otherEvent.Reason = "by-current.2", "certificates.k8s.io/v1", "NotThisOne"
+	// Forgeries by someone who can create events: in another namespace
+	// (with the right UID), in default without a UID, with another UID.
+	forged := func(name, namespace, uid, reason string) *corev1.Event {
+		e := event.DeepCopy()
+		e.Name, e.Namespace, e.InvolvedObject.UID, e.Reason, e.Message = name, namespace, types.UID(uid), reason, "forged"
+		return e
+	}
+	forgeries := []runtime.Object{
+		forged("f1", "mallory", "uid-name", "ForgedOtherNamespace"),
+		forged("f2", "default", "", "ForgedNoUID"),
+		forged("f3", "default", "uid-other", "ForgedOtherUID"),
+	}
 
 	tests := map[string]struct {
 		csr         *certv1alpha1.CertificateSigningRequest
@@ -79,7 +92,7 @@ func TestInspect(t *testing.T) {
 			"Issuing CA:      team-ca, its current key (team-ca-2)",
 			"Approved  True    KubectlRekeyApprove  60m  approved by hand",
 			"Normal  Issued  60s  rekey-signer  issued by team-ca",
-		}, notWant: []string{"NotThisOne"}},
+		}, notWant: []string{"NotThisOne", "Forged", "forged"}},
 		"issued by the previous key": {csr: csrFor("by-previous", previous, approved), want: []string{"Issuing CA:      team-ca, its previous key (a rotation is taking it out: renew before the rotation completes) (team-ca-1)"}},
 		"issued by neither":          {csr: csrFor("by-stranger", stranger, approved), want: []string{"Issuing CA:      team-ca, neither its current nor its previous key"}},
 		"no Signer to read":          {csr: csrFor("no-signer", current, approved), noSigner: true, want: []string{`Issuing CA:      unknown (reading the Signer of "example.com/team": `}},
@@ -97,7 +110,7 @@ func TestInspect(t *testing.T) {
 				}
 			}
 			newKube := func() (kubernetes.Interface, error) {
-				return kubefake.NewSimpleClientset(event.DeepCopy(), otherEvent.DeepCopy()), nil
+				return kubefake.NewSimpleClientset(append([]runtime.Object{event.DeepCopy(), otherEvent.DeepCopy()}, forgeries...)...), nil
 			}
 			if tc.eventsError {
 				// A standalone server serves no events: the list is a 404.
