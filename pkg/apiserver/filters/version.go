@@ -2,7 +2,11 @@ package filters
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // VersionHeader carries rekey-apiserver's version (its gitVersion, e.g.
@@ -13,11 +17,14 @@ import (
 const VersionHeader = "Rekey-Version"
 
 // WithVersionHeader sets VersionHeader to gitVersion on GET responses for
-// the group-version discovery documents of groups ending in ".rekey.io";
-// other responses stay as they were.
+// the group-version discovery documents of groups ending in ".rekey.io",
+// asked by an authenticated user; other responses stay as they were. The
+// version and commit tell an attacker which fixes a server lacks: a
+// request without a user (a 401) or an anonymous one is not told. It must
+// sit inside the chain, after authentication, to see the user.
 func WithVersionHeader(handler http.Handler, gitVersion string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodGet && isRekeyGroupVersionPath(req.URL.Path) {
+		if req.Method == http.MethodGet && isRekeyGroupVersionPath(req.URL.Path) && authenticated(req) {
 			w.Header().Set(VersionHeader, gitVersion)
 		}
 		handler.ServeHTTP(w, req)
@@ -33,4 +40,15 @@ func isRekeyGroupVersionPath(path string) bool {
 	}
 	group, version, ok := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
 	return ok && version != "" && !strings.Contains(version, "/") && strings.HasSuffix(group, ".rekey.io")
+}
+
+// authenticated reports whether the request's user was authenticated:
+// the authentication filter adds system:authenticated to every user it
+// authenticates, and the anonymous user (system:unauthenticated) is not.
+func authenticated(req *http.Request) bool {
+	u, ok := request.UserFrom(req.Context())
+	if !ok || u.GetName() == user.Anonymous {
+		return false
+	}
+	return slices.Contains(u.GetGroups(), user.AllAuthenticated)
 }

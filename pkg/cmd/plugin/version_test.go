@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 
@@ -15,13 +17,18 @@ import (
 )
 
 func TestVersionCommand(t *testing.T) {
-	srv := httptest.NewTLSServer(filters.WithVersionHeader(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	versioned := filters.WithVersionHeader(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/apis/certificates.rekey.io/v1alpha1" {
 			http.NotFound(w, r)
 			return
 		}
 		_, _ = w.Write([]byte(`{"kind":"APIResourceList"}`))
-	}), "v9.8.7+0123456789ab"))
+	}), "v9.8.7+0123456789ab")
+	// The server sets the header for authenticated users only: stand in
+	// for its authentication filter.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		versioned.ServeHTTP(w, r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}})))
+	}))
 	defer srv.Close()
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	run := func(args ...string) (string, error) {

@@ -218,8 +218,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	var authnGate *authnready.Gate
 	public := publicpaths.New()
 	genericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
-		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(apiHandler, c))
-		handler = filters.WithVersionHeader(handler, version.Get().GitVersion())
+		// The version header is set inside the chain, after authentication:
+		// it is for authenticated users only (WithVersionHeader).
+		handler := filters.WithoutRedirects(genericapiserver.DefaultBuildHandlerChain(filters.WithVersionHeader(apiHandler, version.Get().GitVersion()), c))
 		if frontProxyConfigured(c.Authentication) {
 			handler = peerverify.WithFrontProxyRecord(handler)
 		}
