@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -36,6 +39,10 @@ type requestDeps struct {
 	// restConfig is the connection the flags and kubeconfig give (the
 	// current context, or --context, --server...), for --kubeconfig-out.
 	restConfig func() (*rest.Config, error)
+	// whoAmI is the user the server authenticates these requests as (a
+	// SelfSubjectReview, which a standalone server answers too): a
+	// request is resumed only if this user created it.
+	whoAmI func(ctx context.Context) (string, error)
 }
 
 func newRequestDeps(configFlags *genericclioptions.ConfigFlags, newClient func() (clientset.Interface, error)) requestDeps {
@@ -51,6 +58,21 @@ func newRequestDeps(configFlags *genericclioptions.ConfigFlags, newClient func()
 			return clientset.NewForConfig(cfg)
 		},
 		restConfig: configFlags.ToRESTConfig,
+		whoAmI: func(ctx context.Context) (string, error) {
+			cfg, err := configFlags.ToRESTConfig()
+			if err != nil {
+				return "", err
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return "", err
+			}
+			review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			if err != nil {
+				return "", errors.New(statusMessage(err))
+			}
+			return review.Status.UserInfo.Username, nil
+		},
 	}
 }
 
@@ -162,8 +184,9 @@ The PKCS#10 request is made from the key and the subject flags:
   --csr FILE       uses a PEM PKCS#10 request as it is (no subject flags);
                    add --key FILE for --kubeconfig-out
 The request is a certificates.rekey.io CertificateSigningRequest named NAME.
-If NAME exists already for the same key, it is taken up where it is (a
-rerun after an interruption); for another key, that is an error.
+If NAME exists already, created by you for the same key, signer, usages
+and lifetime, it is taken up where it is (a rerun after an interruption);
+any other existing NAME is an error, and never approved.
 
 --approve approves it as "kubectl rekey approve NAME" does (rekey signs
 in the approval write when it can). --wait waits for the certificate;
@@ -391,7 +414,7 @@ func (o *requestOptions) run(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	created, resumed, err := createOrResume(ctx, client, csr, ks.key)
+	created, resumed, err := createOrResume(ctx, client, csr, ks.key, o.deps.whoAmI)
 	if err != nil {
 		if ks.newKey {
 			// Nothing asks for this key: leave no file behind, so that the
@@ -403,9 +426,14 @@ func (o *requestOptions) run(ctx context.Context, name string) error {
 	return o.fetchOptions.fetch(ctx, o.deps, client, created, resumed, ks.key, o.streams)
 }
 
-// createOrResume creates csr; one that exists already for the same key
-// (a rerun) is taken up as it is (resumed).
-func createOrResume(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer) (_ *certv1alpha1.CertificateSigningRequest, resumed bool, _ error) {
+// createOrResume creates csr; one that exists already (a rerun) is taken
+// up as it is (resumed) only if it is the one this command would have
+// made: the same key (or request bytes), signer, usages and lifetime, and
+// created by the same user. Anyone may create a request with a copy of
+// Alice's PKCS#10 bytes (they are no secret) and usages or a lifetime of
+// their choosing; resuming it, and --approve approving it, on the key
+// alone would approve their spec.
+func createOrResume(ctx context.Context, client clientset.Interface, csr *certv1alpha1.CertificateSigningRequest, key crypto.Signer, whoAmI func(context.Context) (string, error)) (_ *certv1alpha1.CertificateSigningRequest, resumed bool, _ error) {
 	csrs := client.CertificatesV1alpha1().CertificateSigningRequests()
 	created, err := csrs.Create(ctx, csr, metav1.CreateOptions{FieldManager: "kubectl-rekey"})
 	if err == nil {
@@ -423,8 +451,42 @@ func createOrResume(ctx context.Context, client clientset.Interface, csr *certv1
 		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, for another key: choose another NAME, or renew it with \"kubectl rekey renew %s\"", csr.Name, csr.Name)
 	case existing.Spec.SignerName != csr.Spec.SignerName:
 		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, for signer %q, not %q: choose another NAME", csr.Name, existing.Spec.SignerName, csr.Spec.SignerName)
+	case !sameUsages(existing.Spec.Usages, csr.Spec.Usages):
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, with usages %q, not %q: choose another NAME", csr.Name, joinKeyUsages(existing.Spec.Usages), joinKeyUsages(csr.Spec.Usages))
+	case !sameExpiration(existing.Spec.ExpirationSeconds, csr.Spec.ExpirationSeconds):
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, asking for %s, not %s: choose another NAME", csr.Name, lifetime(existing.Spec.ExpirationSeconds), lifetime(csr.Spec.ExpirationSeconds))
+	}
+	me, err := whoAmI(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, and who you are could not be read to check that you created it (a SelfSubjectReview): %w; choose another NAME", csr.Name, err)
+	}
+	if me == "" || existing.Spec.Username != me {
+		return nil, false, fmt.Errorf("certificatesigningrequest %q exists already, created by user %q, not by you (%q): not taking it up; choose another NAME", csr.Name, existing.Spec.Username, me)
 	}
 	return existing, true, nil
+}
+
+// sameUsages: the same usages, in any order.
+func sameUsages(a, b []certv1alpha1.KeyUsage) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+func sameExpiration(a, b *int32) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// lifetime names spec.expirationSeconds for a message.
+func lifetime(s *int32) string {
+	if s == nil {
+		return "the signer's default lifetime"
+	}
+	return (time.Duration(*s) * time.Second).String()
 }
 
 // fetch approves (if asked), waits (if asked) and writes what was

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -141,6 +142,7 @@ func testDeps(client clientset.Interface, warnings []string) requestDeps {
 		restConfig: func() (*rest.Config, error) {
 			return &rest.Config{Host: "https://rekey.example:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("the server's CA")}}, nil
 		},
+		whoAmI: func(context.Context) (string, error) { return "alice", nil },
 	}
 }
 
@@ -283,7 +285,9 @@ func TestRequestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "taken"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: otherRequest, SignerName: "example.com/s"}}
-	denied := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "denied"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: otherRequest, SignerName: "example.com/s"},
+	// Alice's own request, as the flags below would make it: resumed.
+	denied := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "denied"}, Spec: certv1alpha1.CertificateSigningRequestSpec{Request: otherRequest, SignerName: "example.com/s",
+		Username: "alice", Usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageClientAuth}},
 		Status: certv1alpha1.CertificateSigningRequestStatus{Conditions: []certv1alpha1.CertificateSigningRequestCondition{{Type: certv1alpha1.CertificateDenied, Status: metav1.ConditionTrue, Reason: "NotOurs", Message: "ask the team lead"}}}}
 	otherKeyPEM, err := marshalPrivateKeyPEM(otherKey)
 	if err != nil {
@@ -404,6 +408,7 @@ func TestRequestResumes(t *testing.T) {
 	keyBefore, _ := os.ReadFile(filepath.Join(dir, "r.key"))
 	client2 := fakeServer(t, ca, outcomeIssue)
 	existing, _ := client.CertificatesV1alpha1().CertificateSigningRequests().Get(context.Background(), "r", metav1.GetOptions{})
+	existing.Spec.Username = "alice" // as the server sets it; the fake does not
 	if err := client2.Tracker().Add(existing); err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +426,64 @@ func TestRequestResumes(t *testing.T) {
 	}
 	if !signing.PublicKeysEqual(leafOf(t, chain).PublicKey, readKeyFile(t, filepath.Join(dir, "r.key")).Public()) {
 		t.Fatal("certificate not for the key")
+	}
+}
+
+// TestRequestResumesOnlyItsOwn: a request that exists already with the
+// user's PKCS#10 bytes is not taken up, and never approved, when another
+// user created it or its usages or lifetime are not the flags' (review
+// #32 finding 6: Mallory pre-creates NAME with Alice's request and her own
+// usages; Alice's --approve must not approve Mallory's spec).
+func TestRequestResumesOnlyItsOwn(t *testing.T) {
+	ca := newTestCA(t, "CA")
+	hour := int32(3600)
+	tests := map[string]struct {
+		username string
+		usages   []certv1alpha1.KeyUsage
+		seconds  *int32
+		whoErr   error
+		want     string
+	}{
+		"created by another user": {username: "mallory", want: `created by user "mallory", not by you ("alice")`},
+		"other usages":            {username: "alice", usages: []certv1alpha1.KeyUsage{certv1alpha1.UsageDigitalSignature, certv1alpha1.UsageServerAuth}, want: "with usages"},
+		"another lifetime":        {username: "alice", seconds: &hour, want: "asking for 1h0m0s, not the signer's default lifetime"},
+		"who am I unknown":        {username: "alice", whoErr: errors.New("the server could not find the requested resource"), want: "could not be read"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "alice.key"), []byte(mustKeyPEM(t)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			key := readKeyFile(t, filepath.Join(dir, "alice.key"))
+			request, err := createRequestPEM(mustTemplate(t, "CN=alice"), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			usages := tc.usages
+			if usages == nil {
+				usages = []certv1alpha1.KeyUsage{certv1alpha1.UsageClientAuth, certv1alpha1.UsageDigitalSignature}
+			}
+			preexisting := &certv1alpha1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: certv1alpha1.CertificateSigningRequestSpec{
+				Request: request, SignerName: "example.com/s", Username: tc.username, Usages: usages, ExpirationSeconds: tc.seconds}}
+			client := fakeServer(t, ca, outcomeIssue, preexisting)
+			deps := testDeps(client, nil)
+			if tc.whoErr != nil {
+				deps.whoAmI = func(context.Context) (string, error) { return "", tc.whoErr }
+			}
+			r := runRequest(t, deps, dir, "r", "--signer", "example.com/s", "--key", "alice.key", "--cn", "alice", "--approve", "--wait=1m", "--out", "r.crt")
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q\n%s%s", r.err, tc.want, r.out, r.errOut)
+			}
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "update" {
+					t.Fatalf("the request was written (%s %s): it must not be approved", a.GetVerb(), a.GetSubresource())
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "r.crt")); err == nil {
+				t.Fatal("a certificate was written")
+			}
+		})
 	}
 }
 
