@@ -124,6 +124,13 @@ func ValidateRevocationUpdate(r, old *certificates.Revocation) field.ErrorList {
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec.SerialNumber, old.Spec.SerialNumber, spec.Child("serialNumber"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(r.Spec.CAName, old.Spec.CAName, spec.Child("caName"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(string(r.Spec.Reason), string(old.Spec.Reason), spec.Child("reason"))...)
+	// A field added to the spec later is fixed too until it is named above.
+	n, o := r.Spec, old.Spec
+	n.CertificateSHA256, n.SerialNumber, n.CAName, n.Reason = "", "", "", ""
+	o.CertificateSHA256, o.SerialNumber, o.CAName, o.Reason = "", "", "", ""
+	if !apiequality.Semantic.DeepEqual(n, o) {
+		allErrs = append(allErrs, field.Forbidden(spec, "field is immutable: a revocation is not changed"))
+	}
 	if !apiequality.Semantic.DeepEqual(r.Status, old.Status) {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("status"), "set by the server when the revocation is created; a revocation is not changed"))
 	}

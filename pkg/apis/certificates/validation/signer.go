@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -234,6 +235,13 @@ func ValidateSignerUpdate(newS, oldS *certificates.Signer) field.ErrorList {
 	// The reference's one field, so that the message shows a name, not a
 	// Go struct.
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newS.Spec.CertificateAuthorityRef.Name, oldS.Spec.CertificateAuthorityRef.Name, spec.Child("certificateAuthorityRef", "name"))...)
+	// A field added to the reference later is fixed too until it is named
+	// above: the whole reference, less the fields already compared.
+	n, o := newS.Spec.CertificateAuthorityRef, oldS.Spec.CertificateAuthorityRef
+	n.Name, o.Name = "", ""
+	if !apiequality.Semantic.DeepEqual(n, o) {
+		allErrs = append(allErrs, field.Forbidden(spec.Child("certificateAuthorityRef"), "field is immutable"))
+	}
 	return allErrs
 }
 

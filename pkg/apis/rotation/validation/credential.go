@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -42,6 +43,13 @@ func ValidateRotatingCredentialUpdate(rc, old *rotation.RotatingCredential) fiel
 	errs = append(errs, validateCredentialSpec(&rc.Spec, field.NewPath("spec"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(rc.Spec.SecretRef.Name, old.Spec.SecretRef.Name, field.NewPath("spec", "secretRef", "name"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(string(rc.Spec.Minter.Type), string(old.Spec.Minter.Type), field.NewPath("spec", "minter", "type"))...)
+	// A field added to the Secret reference later is fixed too until it is
+	// named above.
+	n, o := rc.Spec.SecretRef, old.Spec.SecretRef
+	n.Name, o.Name = "", ""
+	if !apiequality.Semantic.DeepEqual(n, o) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "secretRef"), "field is immutable"))
+	}
 	return errs
 }
 
