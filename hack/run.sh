@@ -16,8 +16,12 @@ mkdir -p "$DATA_DIR"
 chmod 0700 "$DATA_DIR"
 pidfile=$DATA_DIR/rekey-apiserver.pid
 log=$DATA_DIR/rekey-apiserver.log
-if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-	echo "rekey-apiserver is already running (pid $(cat "$pidfile"), $log); make stop first" >&2
+# shellcheck source=hack/lib/pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pidfile.sh"
+# A stale pid file whose pid now belongs to another process is not a
+# running server (rekey_running_pid checks the command line).
+if running=$(rekey_running_pid "$DATA_DIR"); then
+	echo "rekey-apiserver is already running (pid $running, $log); make stop first" >&2
 	exit 1
 fi
 # The server rewrites the admin kubeconfig once it serves: a stale one

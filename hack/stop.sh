@@ -4,12 +4,15 @@
 set -o errexit -o nounset -o pipefail
 DATA_DIR=${DATA_DIR:-.rekey}
 pidfile=$DATA_DIR/rekey-apiserver.pid
-if [[ ! -f "$pidfile" ]] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+# shellcheck source=hack/lib/pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pidfile.sh"
+# Only a process that is this data dir's rekey-apiserver is signalled: a
+# stale pid file can name a pid since given to another process.
+if ! pid=$(rekey_running_pid "$DATA_DIR"); then
 	rm -f "$pidfile"
 	echo "no rekey-apiserver started by make run in $DATA_DIR"
 	exit 0
 fi
-pid=$(cat "$pidfile")
 kill -TERM "$pid"
 for _ in $(seq 1 120); do
 	if ! kill -0 "$pid" 2>/dev/null; then
