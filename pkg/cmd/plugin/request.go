@@ -25,6 +25,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/pki"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
@@ -141,7 +142,7 @@ func (f *fetchOptions) check(key crypto.Signer, keyFiles ...string) error {
 		return err
 	}
 	for _, k := range keyFiles {
-		if k != "" && f.out != "" && filepath.Clean(k) == filepath.Clean(f.out) {
+		if k != "" && f.out != "" && sameFile(k, f.out) {
 			return fmt.Errorf("--out %s is the key file: the certificate would overwrite the private key", f.out)
 		}
 	}
@@ -155,6 +156,21 @@ func (f *fetchOptions) check(key crypto.Signer, keyFiles ...string) error {
 		return fmt.Errorf("--kubeconfig-out %s exists; refusing to overwrite a kubeconfig: remove it or choose another file", f.kubeconfigOut)
 	}
 	return nil
+}
+
+// sameFile: paths a and b name the same file, by another spelling of the
+// path, a symlink or a hard link. (The write of --out replaces a symlink
+// rather than writing through it, so a dangling one that points at a key
+// made later cannot overwrite it either.)
+func sameFile(a, b string) bool {
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && absA == absB {
+		return true
+	}
+	infoA, errA := os.Stat(a)
+	infoB, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(infoA, infoB)
 }
 
 type requestOptions struct {
@@ -552,7 +568,10 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 		certs[0].NotBefore.UTC().Format(time.RFC3339), certs[0].NotAfter.UTC().Format(time.RFC3339), certs[0].Issuer.String())
 	switch {
 	case f.out != "":
-		if err := os.WriteFile(f.out, chain, 0o644); err != nil {
+		// A new file renamed into place: an --out that is a symlink (to a
+		// key, or to any file of the user's) is replaced, not written
+		// through, and a reader never sees half a chain.
+		if err := pki.WriteFileAtomic(f.out, chain, 0o644); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 		fmt.Fprintf(msg, "certificate written to %s\n", f.out)

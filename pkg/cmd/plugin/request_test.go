@@ -487,6 +487,85 @@ func TestRequestResumesOnlyItsOwn(t *testing.T) {
 	}
 }
 
+// TestRequestOutNeverOverwritesTheKey: --out naming the key by another
+// path, a symlink or a hard link is refused before anything is created,
+// and an --out symlink (dangling towards the new key, or to another file)
+// is replaced rather than written through (review #32 finding 7).
+func TestRequestOutNeverOverwritesTheKey(t *testing.T) {
+	ca := newTestCA(t, "CA")
+	keyPEM := mustKeyPEM(t)
+	refused := map[string]func(t *testing.T, dir string) string{
+		"absolute path": func(t *testing.T, dir string) string { return filepath.Join(dir, "y.key") },
+		"symlink": func(t *testing.T, dir string) string {
+			if err := os.Symlink("y.key", filepath.Join(dir, "link.crt")); err != nil {
+				t.Fatal(err)
+			}
+			return "link.crt"
+		},
+		"hard link": func(t *testing.T, dir string) string {
+			if err := os.Link(filepath.Join(dir, "y.key"), filepath.Join(dir, "hard.crt")); err != nil {
+				t.Fatal(err)
+			}
+			return "hard.crt"
+		},
+	}
+	for name, out := range refused {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "y.key"), []byte(keyPEM), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			client := fakeServer(t, ca, outcomeIssue)
+			r := runRequest(t, testDeps(client, nil), dir, "x", "--signer", "example.com/s", "--key", "y.key", "--cn", "x", "--approve", "--out", out(t, dir))
+			if r.err == nil || !strings.Contains(r.err.Error(), "is the key file") {
+				t.Fatalf("error %v\n%s%s", r.err, r.out, r.errOut)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "y.key")); string(got) != keyPEM {
+				t.Fatalf("the key changed: %q", got)
+			}
+			if len(client.Actions()) != 0 {
+				t.Fatalf("refused after talking to the server: %v", client.Actions())
+			}
+		})
+	}
+	t.Run("symlinks are replaced, not written through", func(t *testing.T) {
+		dir := t.TempDir()
+		// Dangling towards the key the command makes, and towards a file
+		// of the user's.
+		if err := os.Symlink("n.key", filepath.Join(dir, "n.crt")); err != nil {
+			t.Fatal(err)
+		}
+		client := fakeServer(t, ca, outcomeIssue)
+		r := runRequest(t, testDeps(client, nil), dir, "n", "--signer", "example.com/s", "--new-key", "n.key", "--cn", "n", "--approve", "--out", "n.crt")
+		if r.err != nil {
+			t.Fatalf("%v\n%s%s", r.err, r.out, r.errOut)
+		}
+		readKeyFile(t, filepath.Join(dir, "n.key")) // still the key
+		if info, err := os.Lstat(filepath.Join(dir, "n.crt")); err != nil || !info.Mode().IsRegular() {
+			t.Fatalf("--out is not a regular file: %v %v", info, err)
+		}
+
+		if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("mine"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("precious", filepath.Join(dir, "m.crt")); err != nil {
+			t.Fatal(err)
+		}
+		r = runRequest(t, testDeps(client, nil), dir, "m", "--signer", "example.com/s", "--new-key", "m.key", "--cn", "m", "--approve", "--out", "m.crt")
+		if r.err != nil {
+			t.Fatalf("%v\n%s%s", r.err, r.out, r.errOut)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, "precious")); string(got) != "mine" {
+			t.Fatalf("written through the symlink: %q", got)
+		}
+		chain, err := os.ReadFile(filepath.Join(dir, "m.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leafOf(t, chain)
+	})
+}
+
 // TestRequestFromCSRFile sends a PKCS#10 file as it is.
 func TestRequestFromCSRFile(t *testing.T) {
 	dir := t.TempDir()
