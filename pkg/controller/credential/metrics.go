@@ -16,9 +16,12 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 )
 
-// The gauges below have one series per RotatingCredential (namespace,
-// name) at most: their cardinality is the number of RotatingCredentials,
-// which a namespace's quota bounds like any object's.
+// The per-credential gauges below (namespace, name) have one series per
+// RotatingCredential at most, and degraded one per degraded credential
+// only. That number is not bounded by rekey nor by a namespace's
+// ResourceQuota (kube-apiserver's quota admission does not run for an
+// aggregated API's resources): it is bounded by who may create
+// RotatingCredentials (RBAC) and by storage. docs/operations.md says so.
 var (
 	rotations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "credential", Name: "mints_total",
@@ -40,7 +43,7 @@ var (
 	}, []string{"namespace", "name"})
 	degraded = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "rekey", Subsystem: "credential", Name: "degraded",
-		Help: "1 while a RotatingCredential's Degraded condition is True (its last rotation step failed; the current credential stays), else 0.", StabilityLevel: metrics.ALPHA,
+		Help: "1 while a RotatingCredential's Degraded condition is True (its last rotation step failed; the current credential stays); no series otherwise.", StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "name"})
 	certificateNotAfter = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "rekey", Subsystem: "credential", Name: "certificate_not_after_timestamp_seconds",
@@ -66,11 +69,13 @@ func setUntilRotation(rc *rotationv1alpha1.RotatingCredential, now time.Time) {
 // informer event: whichever write set the condition, the gauge follows
 // the object.
 func observe(rc *rotationv1alpha1.RotatingCredential) {
-	d := 0.0
+	// A series only while degraded: healthy credentials, however many,
+	// cost none (alerts test == 1, absent is healthy).
 	if meta.IsStatusConditionTrue(rc.Status.Conditions, ConditionDegraded) {
-		d = 1
+		degraded.WithLabelValues(rc.Namespace, rc.Name).Set(1)
+	} else {
+		degraded.DeleteLabelValues(rc.Namespace, rc.Name)
 	}
-	degraded.WithLabelValues(rc.Namespace, rc.Name).Set(d)
 	if t := rc.Status.NextRotationTime; t != nil {
 		nextRotation.WithLabelValues(rc.Namespace, rc.Name).Set(float64(t.Unix()))
 	} else {
