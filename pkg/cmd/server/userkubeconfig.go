@@ -38,8 +38,12 @@ func newUserKubeconfigCommand(stdout io.Writer) *cobra.Command {
 client CA (--data-dir/pki/client-ca.key, valid for a year) and prints a
 kubeconfig that uses it, for the server the admin kubeconfig names:
 
-  rekey-apiserver standalone user-kubeconfig --user alice --group dev > alice.kubeconfig
+  rekey-apiserver standalone user-kubeconfig --user alice --group dev --out alice.kubeconfig
   kubectl --kubeconfig alice.kubeconfig auth whoami
+
+The kubeconfig holds the user's private key: --out writes it with mode
+0600, whatever the umask; redirecting standard output to a file would
+leave the key readable by others (0644 under the usual umask).
 
 Run it as the user that runs the server: it reads the CA's key. The server
 need not be running, but must have started once (it writes the admin
