@@ -99,7 +99,7 @@ func TestKubectlRekeyRequest(t *testing.T) {
 	// and no key written.
 	dryKey := filepath.Join(dir, "dry.key")
 	out, errOut, err = run("request", "plugin-dry", "--signer", signer, "--new-key", dryKey, "--cn", "plugin-dry", "--duration", "48h", "--dry-run")
-	if err != nil || !strings.Contains(out, `signer "`+signer+`" would issue:`) || !strings.Contains(out, "lifetime 48h0m0s") || !strings.Contains(out, `CA "`+caName+`"`) {
+	if err != nil || !strings.Contains(out, `signer "`+signer+`" would issue:`) || !strings.Contains(out, "lifetime 48h0m0s") || !strings.Contains(out, "(fingerprint SHA256:") || strings.Contains(out, `CA "`+caName+`"`) {
 		t.Fatalf("dry run: %v\nout %s\nerr %s", err, out, errOut)
 	}
 	out, errOut, err = run("request", "plugin-dry", "--signer", signer, "--new-key", dryKey, "--cn", "plugin-dry", "--usages", "digital signature,server auth", "--dry-run")
