@@ -44,6 +44,8 @@ test-unit:
 	cd hack/image && $(GO) test -count=1 ./...
 	# The container image's static build (no cgo, so no PKCS#11).
 	CGO_ENABLED=0 $(GO) test -count=1 $(GOTEST_FLAGS) ./pkg/signing/...
+	# make run / make stop never signal a process a stale pid file names.
+	hack/test-run-stop.sh
 
 test-integration:
 	hack/install-test-deps.sh
