@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -170,13 +171,13 @@ func find(t reflect.Type, v any, path string) error {
 	case t.Kind() == reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil
+			return wrongType(path, "an object", v)
 		}
 		return findInStruct(t, m, path)
 	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
 		items, ok := v.([]any)
 		if !ok {
-			return nil
+			return wrongType(path, "an array", v)
 		}
 		for i, item := range items {
 			if err := find(t.Elem(), item, path+"["+strconv.Itoa(i)+"]"); err != nil {
@@ -186,15 +187,61 @@ func find(t reflect.Type, v any, path string) error {
 	case t.Kind() == reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil
+			return wrongType(path, "an object", v)
 		}
 		for k, item := range m {
 			if err := find(t.Elem(), item, path+"["+k+"]"); err != nil {
 				return err
 			}
 		}
+	case t.Kind() == reflect.String:
+		if _, ok := v.(string); !ok {
+			return wrongType(path, "a string", v)
+		}
+	case t.Kind() == reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return wrongType(path, "a boolean", v)
+		}
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		n, ok := v.(float64)
+		if !ok {
+			return wrongType(path, "an integer", v)
+		}
+		if n != math.Trunc(n) {
+			return fmt.Errorf("%s: must be an integer, not a number with a fraction", path)
+		}
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		if _, ok := v.(float64); !ok {
+			return wrongType(path, "a number", v)
+		}
 	}
 	return nil
+}
+
+// wrongType says that the value at path is of another JSON type than the
+// field takes, in JSON's words: the decoder's own message names Go structs
+// and types ("cannot unmarshal string into Go struct field
+// CertificateSigningRequestSpec.spec.expirationSeconds of type int32"),
+// which a user writing YAML does not know.
+func wrongType(path, want string, v any) error {
+	return fmt.Errorf("%s: must be %s, not %s", path, want, jsonType(v))
+}
+
+// jsonType names the JSON type of a value decoded into any.
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
 }
 
 func findInStruct(t reflect.Type, m map[string]any, path string) error {

@@ -87,3 +87,40 @@ func TestDecodeStillWorks(t *testing.T) {
 		t.Fatalf("want a strict decoding error, got %T %v", err, err)
 	}
 }
+
+// A value of the wrong JSON type is named by its field path and JSON types,
+// not by the decoder's Go struct and type names.
+func TestTypeErrorsSayJSONTypes(t *testing.T) {
+	certs := schema.GroupVersion{Group: certificates.GroupName, Version: runtime.APIVersionInternal}
+	rot := schema.GroupVersion{Group: rotation.GroupName, Version: runtime.APIVersionInternal}
+	for name, tc := range map[string]struct {
+		mediaType, body string
+		internal        schema.GroupVersion
+		want            string
+	}{
+		"string for an integer": {runtime.ContentTypeJSON,
+			`{"apiVersion":"certificates.rekey.io/v1alpha1","kind":"CertificateSigningRequest","metadata":{"name":"a"},"spec":{"signerName":"example.com/x","expirationSeconds":"3600"}}`,
+			certs, "spec.expirationSeconds: must be an integer, not a string"},
+		"fraction for an integer": {runtime.ContentTypeJSON,
+			`{"apiVersion":"certificates.rekey.io/v1alpha1","kind":"CertificateSigningRequest","metadata":{"name":"a"},"spec":{"signerName":"example.com/x","expirationSeconds":1.5}}`,
+			certs, "spec.expirationSeconds: must be an integer, not a number with a fraction"},
+		"array for an object, YAML": {runtime.ContentTypeYAML,
+			"apiVersion: rotation.rekey.io/v1alpha1\nkind: CertificateAuthority\nmetadata: {name: a}\nspec:\n  publish:\n    configMaps: [a, b]\n",
+			rot, "spec.publish.configMaps: must be an object, not an array"},
+		"object for a string": {runtime.ContentTypeJSON,
+			`{"apiVersion":"certificates.rekey.io/v1alpha1","kind":"CertificateSigningRequest","metadata":{"name":"a"},"spec":{"signerName":{"a":1}}}`,
+			certs, "spec.signerName: must be a string, not an object"},
+		"string for an array": {runtime.ContentTypeJSON,
+			`{"apiVersion":"certificates.rekey.io/v1alpha1","kind":"CertificateSigningRequest","metadata":{"name":"a"},"spec":{"signerName":"example.com/x","usages":"client auth"}}`,
+			certs, "spec.usages: must be an array, not a string"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				err := decode(t, tc.mediaType, strict, tc.body, tc.internal)
+				if err == nil || err.Error() != tc.want {
+					t.Errorf("strict=%v: got %v, want %q", strict, err, tc.want)
+				}
+			}
+		})
+	}
+}
