@@ -4924,7 +4924,7 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref common.Refer
 					},
 					"publish": {
 						SchemaProps: spec.SchemaProps{
-							Description: "publish sends the trust bundle (old and new CA during a rotation) to the host cluster, updated at every phase. The only part of spec that may change. Needs a host cluster (rekey-apiserver --kubeconfig); in standalone mode the bundle is in status only.",
+							Description: "publish sends the trust bundle (old and new CA during a rotation) to the host cluster, updated at every phase. Mutable, like rotation; the rest of spec is not. Needs a host cluster (rekey-apiserver --kubeconfig); in standalone mode the bundle is in status only.",
 							Ref:         ref(rotationv1alpha1.Publish{}.OpenAPIModelName()),
 						},
 					},

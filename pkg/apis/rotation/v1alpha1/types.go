@@ -79,9 +79,9 @@ type CertificateAuthoritySpec struct {
 	KeyStore KeyStore `json:"keyStore,omitempty" protobuf:"bytes,4,opt,name=keyStore"`
 
 	// publish sends the trust bundle (old and new CA during a rotation) to
-	// the host cluster, updated at every phase. The only part of spec that
-	// may change. Needs a host cluster (rekey-apiserver --kubeconfig); in
-	// standalone mode the bundle is in status only.
+	// the host cluster, updated at every phase. Mutable, like rotation;
+	// the rest of spec is not. Needs a host cluster (rekey-apiserver
+	// --kubeconfig); in standalone mode the bundle is in status only.
 	// +optional
 	Publish *Publish `json:"publish,omitempty" protobuf:"bytes,5,opt,name=publish"`
 

@@ -40,9 +40,9 @@ type CertificateAuthoritySpecApplyConfiguration struct {
 	// keyStore says where the private key lives.
 	KeyStore *KeyStoreApplyConfiguration `json:"keyStore,omitempty"`
 	// publish sends the trust bundle (old and new CA during a rotation) to
-	// the host cluster, updated at every phase. The only part of spec that
-	// may change. Needs a host cluster (rekey-apiserver --kubeconfig); in
-	// standalone mode the bundle is in status only.
+	// the host cluster, updated at every phase. Mutable, like rotation;
+	// the rest of spec is not. Needs a host cluster (rekey-apiserver
+	// --kubeconfig); in standalone mode the bundle is in status only.
 	Publish *PublishApplyConfiguration `json:"publish,omitempty"`
 	// rotation says how a rotation spreads trust and renewals. Mutable,
 	// like publish.
