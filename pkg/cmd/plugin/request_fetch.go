@@ -161,8 +161,33 @@ func dryRunRequest(ctx context.Context, deps requestDeps, csr *certv1alpha1.Cert
 		return errAlreadyReported
 	}
 	fmt.Fprintf(streams.Out, "  %s would issue:\n", signer)
-	for _, f := range strings.Split(fields, "; ") {
+	for _, f := range splitFields(fields) {
 		fmt.Fprintf(streams.Out, "    %s\n", f)
 	}
 	return nil
+}
+
+// splitFields splits a dry run's "would issue" fields on the "; " between
+// them, not on one inside parentheses: a field's parenthesised clause
+// (older servers wrote "(capped by ...; asked ...)") stays on its line.
+func splitFields(s string) []string {
+	var fields []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth > 0 {
+				depth--
+			}
+		case ';':
+			if depth == 0 && strings.HasPrefix(s[i:], "; ") {
+				fields = append(fields, s[start:i])
+				start = i + 2
+				i++
+			}
+		}
+	}
+	return append(fields, s[start:])
 }

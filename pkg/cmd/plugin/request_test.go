@@ -602,6 +602,10 @@ func TestRequestDryRun(t *testing.T) {
 	}{
 		"would issue": {warnings: []string{"another warning", would}, wantOut: []string{"web (dry run: nothing was created)", "requester: alice", `signer "example.com/s" would issue:`, "    usages server auth\n", "    lifetime 24h0m0s"},
 			wantErrOut: []string{"Warning: another warning"}},
+		// An older server puts "; " inside a parenthesised clause: the
+		// clause stays on its field's line.
+		"semicolon in parentheses": {warnings: []string{certv1alpha1.DryRunWarningPrefix + `signer "example.com/s"` + certv1alpha1.DryRunWouldIssue + `lifetime 720h0m0s (capped by spec.policy.maxDuration 720h0m0s; asked 9000h0m0s); usages server auth`},
+			wantOut: []string{"    lifetime 720h0m0s (capped by spec.policy.maxDuration 720h0m0s; asked 9000h0m0s)\n", "    usages server auth\n"}},
 		"would refuse": {warnings: []string{refuse}, wantErr: true, wantErrOut: []string{`error: signer "example.com/s" would refuse: reason SignerPolicyViolation: policy.allowedUsages`}},
 		"no decision":  {wantErr: true},
 	}
