@@ -151,9 +151,9 @@ func lifetime(signer *certv1alpha1.Signer, d policy.Decision, ca *x509.Certifica
 	switch {
 	case notAfter.After(ca.NotAfter):
 		notAfter = ca.NotAfter
-		why = fmt.Sprintf(", cut at the CA's expiry; asked %s", d.Requested)
+		why = fmt.Sprintf(", cut at the CA's expiry, asked %s", d.Requested)
 	case d.Duration < d.Requested:
-		why = fmt.Sprintf(", capped by spec.policy.maxDuration %s; asked %s", signer.Spec.Policy.MaxDuration.Duration, d.Requested)
+		why = fmt.Sprintf(", capped by spec.policy.maxDuration %s, asked %s", signer.Spec.Policy.MaxDuration.Duration, d.Requested)
 	}
 	return fmt.Sprintf("lifetime %s (until about %s%s)", notAfter.Sub(now).Round(time.Second), notAfter.UTC().Format(time.RFC3339), why)
 }

@@ -66,12 +66,12 @@ func TestDryRun(t *testing.T) {
 			csr: func(t *testing.T) *certificates.CertificateSigningRequest {
 				return asking(request(t, "example.com/team", "alice", nil, clientAuth...), 5*time.Hour)
 			},
-			want: []string{"lifetime 2h0m0s (until about 2026-11-22T14:00:00Z, capped by spec.policy.maxDuration 2h0m0s; asked 5h0m0s)"}},
+			want: []string{"lifetime 2h0m0s (until about 2026-11-22T14:00:00Z, capped by spec.policy.maxDuration 2h0m0s, asked 5h0m0s)"}},
 		"cut at the CA's expiry": {withKey: true, caState: caReady, mode: certv1alpha1.ApprovalNodeClient, maxDuration: 720 * time.Hour,
 			csr: func(t *testing.T) *certificates.CertificateSigningRequest {
 				return asking(request(t, "example.com/team", "alice", nil, clientAuth...), 48*time.Hour)
 			},
-			want: []string{"lifetime 24h0m0s (until about 2026-11-23T12:00:00Z, cut at the CA's expiry; asked 48h0m0s)", "approval NodeClient: decided at create, which a dry run does not do"}},
+			want: []string{"lifetime 24h0m0s (until about 2026-11-23T12:00:00Z, cut at the CA's expiry, asked 48h0m0s)", "approval NodeClient: decided at create, which a dry run does not do"}},
 		"the requester's name is the policy's": {withKey: true, maxDuration: time.Hour,
 			csr: func(t *testing.T) *certificates.CertificateSigningRequest {
 				csr := request(t, "example.com/team", "alice", nil, clientAuth...)
@@ -128,6 +128,13 @@ func TestDryRun(t *testing.T) {
 			got := f.sync.DryRun(context.Background(), tc.csr(t))
 			if !strings.HasPrefix(got, certv1alpha1.DryRunWarningPrefix) {
 				t.Fatalf("%q lacks the prefix", got)
+			}
+			// "; " separates the clauses (the plugin prints one a
+			// line), so none may fall inside parentheses.
+			for _, clause := range strings.Split(got, "; ") {
+				if strings.Count(clause, "(") != strings.Count(clause, ")") {
+					t.Errorf("%q\nhas \"; \" inside parentheses: %q", got, clause)
+				}
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
