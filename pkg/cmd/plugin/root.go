@@ -6,6 +6,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 )
@@ -13,6 +14,14 @@ import (
 // NewCommand returns `kubectl rekey` with kubectl's usual connection flags.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	configFlags := genericclioptions.NewConfigFlags(true)
+	// Server warnings go to stderr as kubectl prints them ("Warning:
+	// ..."), not as client-go's default klog lines. A dry run's client
+	// replaces this handler: it reads the decision from the warnings.
+	warnings := rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+	configFlags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+		cfg.WarningHandler = warnings
+		return cfg
+	}
 	cmd := &cobra.Command{
 		// The binary is kubectl-rekey; help and errors name it as users
 		// type it, "kubectl rekey".

@@ -2,6 +2,9 @@ package plugin
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -101,5 +104,27 @@ func TestCommandsComplete(t *testing.T) {
 		if _, ok := subcommand(root, flag.path).GetFlagCompletionFunc(flag.name); !ok {
 			t.Errorf("%s --%s has no completion", flag.path, flag.name)
 		}
+	}
+}
+
+// TestServerWarningsPrintedLikeKubectl: a response's warning reaches
+// stderr as kubectl prints it ("Warning: ..."), not as a klog line.
+func TestServerWarningsPrintedLikeKubectl(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Add("Warning", `299 - "signer example.com/s is not Ready"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+	}))
+	defer srv.Close()
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	var out, errOut bytes.Buffer
+	root := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	root.SetArgs([]string{"--server", srv.URL, "--insecure-skip-tls-verify", "approve", "web"})
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	_ = root.Execute()
+	if !strings.Contains(errOut.String(), "Warning: signer example.com/s is not Ready\n") {
+		t.Fatalf("stderr lacks the warning:\n%s", errOut.String())
 	}
 }
