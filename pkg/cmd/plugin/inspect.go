@@ -106,7 +106,7 @@ func inspect(ctx context.Context, out io.Writer, client clientset.Interface, new
 		fmt.Fprintf(w, "  SANs:\t%s\n", certSANs(leaf))
 		fmt.Fprintf(w, "  Key:\t%s\n", keyDescription(leaf.PublicKey))
 		fmt.Fprintf(w, "  Key usage:\t%s\n", noneIfEmpty(strings.Join(x509Usages(leaf), ", ")))
-		fmt.Fprintf(w, "  Serial:\t%s\n", leaf.SerialNumber.Text(16))
+		fmt.Fprintf(w, "  Serial:\t%s\n", serialHex(leaf.SerialNumber))
 		fmt.Fprintf(w, "  Valid:\t%s to %s (%s)\n", leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), validity(leaf, now))
 		fmt.Fprintf(w, "  Issuer:\t%s\n", printable(leaf.Issuer.String()))
 		fmt.Fprintf(w, "  Issuing CA:\t%s\n", printable(issuingCA(ctx, client, csr.Spec.SignerName, leaf)))

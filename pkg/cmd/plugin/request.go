@@ -564,7 +564,7 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 	if key != nil && !signing.PublicKeysEqual(certs[0].PublicKey, key.Public()) {
 		return fmt.Errorf("certificatesigningrequest %q: the certificate in its status is not for your key; not writing it", csr.Name)
 	}
-	fmt.Fprintf(msg, "issued: subject %q, serial %s, valid %s to %s, by %q\n", certs[0].Subject.String(), certs[0].SerialNumber.Text(16),
+	fmt.Fprintf(msg, "issued: subject %q, serial %s, valid %s to %s, by %q\n", certs[0].Subject.String(), serialHex(certs[0].SerialNumber),
 		certs[0].NotBefore.UTC().Format(time.RFC3339), certs[0].NotAfter.UTC().Format(time.RFC3339), certs[0].Issuer.String())
 	switch {
 	case f.out != "":

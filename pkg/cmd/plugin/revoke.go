@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/big"
 	"io"
 	"os"
 	"strings"
@@ -227,7 +228,7 @@ func (o *revokeOptions) targets(ctx context.Context, client clientset.Interface,
 	}
 	for _, serial := range o.serials {
 		t := target{what: "serial " + serial, spec: certv1alpha1.RevocationSpec{CAName: o.caName}}
-		t.spec.SerialNumber, t.err = normalizeHex("--serial", serial, 0)
+		t.spec.SerialNumber, t.err = normalizeSerial(serial)
 		if o.caName != "" {
 			t.what += " of CA " + o.caName
 		}
@@ -268,7 +269,7 @@ func issuedTo(what string, requestKey func() (crypto.PublicKey, error), chain []
 	if !signing.PublicKeysEqual(key, leaf.PublicKey) {
 		return nil, "", fmt.Errorf("%s: refusing to revoke its certificate (subject %q, serial %s): it is not for the request's public key, "+
 			"so it was not issued for this request (its signer put another key's certificate in its status); revoke a certificate you have checked with --sha256",
-			what, leaf.Subject.String(), leaf.SerialNumber.Text(16))
+			what, leaf.Subject.String(), serialHex(leaf.SerialNumber))
 	}
 	sum := sha256.Sum256(leaf.Raw)
 	return leaf, hex.EncodeToString(sum[:]), nil
@@ -308,6 +309,31 @@ func requestKeyDER(field string, der []byte) func() (crypto.PublicKey, error) {
 
 // normalizeHex lowercases hex without colons (as openssl prints it) and
 // checks it: size bytes when size is not 0.
+// normalizeSerial is normalizeHex for --serial, which also takes an odd
+// number of digits: a serial printed without its leading zero (as
+// big.Int.Text(16) and older rekey versions print it) names the same
+// certificate.
+func normalizeSerial(s string) (string, error) {
+	h := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+	if len(h)%2 == 1 {
+		h = "0" + h
+	}
+	if _, err := normalizeHex("--serial", h, 0); err != nil {
+		return "", fmt.Errorf("--serial %q is not hex", s)
+	}
+	return h, nil
+}
+
+// serialHex prints a certificate's serial number as even-length hex, as
+// openssl does: big.Int.Text(16) drops a leading zero, and a serial with
+// 31 digits reads as a different (or mistyped) one.
+func serialHex(n *big.Int) string {
+	if n.Sign() == 0 {
+		return "00"
+	}
+	return hex.EncodeToString(n.Bytes())
+}
+
 func normalizeHex(flag, s string, size int) (string, error) {
 	h := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
 	b, err := hex.DecodeString(h)
@@ -363,7 +389,7 @@ func certificateDetail(t target) string {
 	if t.cert == nil {
 		return ""
 	}
-	return fmt.Sprintf(": subject %q, serial %s, issued for %s", t.cert.Subject.String(), t.cert.SerialNumber.Text(16), t.what)
+	return fmt.Sprintf(": subject %q, serial %s, issued for %s", t.cert.Subject.String(), serialHex(t.cert.SerialNumber), t.what)
 }
 
 func (o *revokeOptions) print(name, what, outcome string) {

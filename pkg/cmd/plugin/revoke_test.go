@@ -103,7 +103,7 @@ func TestRevoke(t *testing.T) {
 	}{
 		"a rekey request, RFC spelling of the reason": {
 			args:      []string{"issued", "--reason", "key-compromise"},
-			wantOut:   []string{revocationResource + issuedSum + ` revoked (KeyCompromise): subject "CN=alice", serial 1, issued for certificatesigningrequest.certificates.rekey.io/issued`},
+			wantOut:   []string{revocationResource + issuedSum + ` revoked (KeyCompromise): subject "CN=alice", serial 01, issued for certificatesigningrequest.certificates.rekey.io/issued`},
 			wantSpecs: []certv1alpha1.RevocationSpec{{CertificateSHA256: issuedSum, Reason: certv1alpha1.RevocationReasonKeyCompromise}},
 		},
 		"the default reason is Unspecified, -o name": {
@@ -141,6 +141,11 @@ func TestRevoke(t *testing.T) {
 			args:      []string{"--serial", "5A:3C:01", "--ca", "team-ca", "--reason", "PRIVILEGE_WITHDRAWN"},
 			wantOut:   []string{revocationResource + "server-named revoked (PrivilegeWithdrawn)"},
 			wantSpecs: []certv1alpha1.RevocationSpec{{SerialNumber: "5a3c01", CAName: "team-ca", Reason: certv1alpha1.RevocationReasonPrivilegeWithdrawn}},
+		},
+		// A serial as printed without its leading zero (31 hex digits).
+		"by serial, odd number of digits": {
+			args:      []string{"--serial", "df83cfb0b4403c0646bbb86c295bb24"},
+			wantSpecs: []certv1alpha1.RevocationSpec{{SerialNumber: "0df83cfb0b4403c0646bbb86c295bb24", Reason: certv1alpha1.RevocationReasonUnspecified}},
 		},
 		"a certificate file, its request gone": {
 			args:      []string{"--cert", certFile, "--reason", "KeyCompromise"},
@@ -277,13 +282,24 @@ func TestRevokeChecksTheCertificateIsTheRequests(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`certificatesigningrequest.certificates.rekey.io/behind: refusing to revoke its certificate (subject "CN=system:kube-scheduler", serial 1): it is not for the request's public key`,
+		`certificatesigningrequest.certificates.rekey.io/behind: refusing to revoke its certificate (subject "CN=system:kube-scheduler", serial 01): it is not for the request's public key`,
 		`certificatesigningrequest.certificates.rekey.io/garbled: cannot read the public key of its request`,
 		`certificatesigningrequest.certificates.k8s.io/csr-planted: refusing to revoke its certificate`,
 		`podcertificaterequest.certificates.k8s.io/pcr-planted (namespace team-a): refusing to revoke its certificate`,
 	} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("errOut %q, want %q", errOut.String(), want)
+		}
+	}
+}
+
+// TestSerialHex: serials print as even-length hex, as openssl does,
+// keeping the leading zero of a first byte below 0x10.
+func TestSerialHex(t *testing.T) {
+	n, _ := new(big.Int).SetString("0df83cfb0b4403c0646bbb86c295bb24", 16)
+	for in, want := range map[*big.Int]string{n: "0df83cfb0b4403c0646bbb86c295bb24", big.NewInt(1): "01", big.NewInt(0x2a): "2a", big.NewInt(0): "00", big.NewInt(0x100): "0100"} {
+		if got := serialHex(in); got != want {
+			t.Errorf("serialHex(%s) = %q, want %q", in.Text(16), got, want)
 		}
 	}
 }
