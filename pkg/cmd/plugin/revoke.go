@@ -8,8 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"io"
+	"math/big"
 	"os"
 	"strings"
 
