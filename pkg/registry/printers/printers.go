@@ -4,6 +4,8 @@ package printers
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -87,4 +89,28 @@ func ConditionStatus(conditions []metav1.Condition, t string) string {
 		return string(c.Status)
 	}
 	return "Unknown"
+}
+
+// SerialHex is a certificate serial as lower-case hex of whole bytes, as
+// openssl prints it: a serial whose first byte is below 0x10 keeps its
+// leading zero, so the digits a user compares with openssl's output or
+// pastes into `kubectl rekey revoke --serial` are the same. The server
+// looks a serial up in any of these forms (issuance.NormalizeSerial).
+func SerialHex(n *big.Int) string {
+	s := n.Text(16)
+	if len(s)%2 == 1 {
+		s = "0" + s
+	}
+	return s
+}
+
+// SerialHexString is SerialHex of a serial already in hex (an issuance
+// record keeps it without leading zeros); anything that is not hex is
+// returned unchanged, to be shown as it is.
+func SerialHexString(hex string) string {
+	n, ok := new(big.Int).SetString(hex, 16)
+	if !ok || n.Sign() < 0 || strings.HasPrefix(hex, "+") {
+		return hex
+	}
+	return SerialHex(n)
 }

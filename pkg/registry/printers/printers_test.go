@@ -2,6 +2,7 @@ package printers
 
 import (
 	"context"
+	"math/big"
 	"testing"
 	"time"
 
@@ -72,5 +73,30 @@ func TestRowContext(t *testing.T) {
 	got, err := table.ConvertToTable(context.WithValue(context.Background(), key{}, "ctx"), &rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, nil)
 	if err != nil || len(got.Rows) != 1 || got.Rows[0].Cells[1] != "ctx" {
 		t.Fatalf("table %+v, err %v", got, err)
+	}
+}
+
+// Serials print as whole bytes, as openssl does: a serial whose first byte
+// is below 0x10 keeps its leading zero.
+func TestSerialHex(t *testing.T) {
+	for in, want := range map[string]string{
+		"df83cfb0b4403c0646bbb86c295bb24": "0df83cfb0b4403c0646bbb86c295bb24",
+		"1f":                              "1f",
+		"f":                               "0f",
+		"0":                               "00",
+	} {
+		n, ok := new(big.Int).SetString(in, 16)
+		if !ok {
+			t.Fatalf("bad fixture %q", in)
+		}
+		if got := SerialHex(n); got != want {
+			t.Errorf("SerialHex(%s) = %q, want %q", in, got, want)
+		}
+		if got := SerialHexString(in); got != want {
+			t.Errorf("SerialHexString(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := SerialHexString("not hex"); got != "not hex" {
+		t.Errorf("SerialHexString of a non-hex string = %q, want it unchanged", got)
 	}
 }

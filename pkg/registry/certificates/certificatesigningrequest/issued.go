@@ -11,6 +11,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/message"
+	"rekey.io/rekey/pkg/registry/printers"
 )
 
 // ReasonIssued is the reason of the Issued condition.
@@ -45,10 +46,11 @@ func firstCertificate(data []byte) *x509.Certificate {
 	return c
 }
 
-// serialHex is a serial as lower-case hex without colons, as rekey prints
-// serials elsewhere (`kubectl rekey revoke`, the agent's logs).
+// serialHex is a serial as lower-case hex of whole bytes without colons,
+// as openssl prints it (without the colons) and `kubectl rekey revoke
+// --serial` takes it.
 func serialHex(c *x509.Certificate) string {
-	return c.SerialNumber.Text(16)
+	return printers.SerialHex(c.SerialNumber)
 }
 
 // keepIssued makes the Issued condition the server's, whatever the writer

@@ -14,6 +14,7 @@ import (
 
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/test/fixtures"
 )
 
@@ -47,7 +48,7 @@ func TestIssuedComesWithTheCertificate(t *testing.T) {
 	if issued == nil || issued.Status != metav1.ConditionTrue || issued.Reason != ReasonIssued || !issued.LastTransitionTime.Time.Equal(now) {
 		t.Fatalf("Issued after the certificate was set: %+v", issued)
 	}
-	for _, want := range []string{`issued by "CN=issuing-ca"`, "serial " + cert.SerialNumber.Text(16), "valid until " + cert.NotAfter.UTC().Format(time.RFC3339)} {
+	for _, want := range []string{`issued by "CN=issuing-ca"`, "serial " + printers.SerialHex(cert.SerialNumber), "valid until " + cert.NotAfter.UTC().Format(time.RFC3339)} {
 		if !strings.Contains(issued.Message, want) {
 			t.Errorf("Issued message %q does not say %q", issued.Message, want)
 		}

@@ -50,7 +50,7 @@ var table = printers.Table[*certificates.Revocation]{
 	},
 	Row: func(r *certificates.Revocation) []interface{} {
 		return []interface{}{r.Status.SignerName, r.Status.Subject, string(r.Spec.Reason), printers.Age(r.Status.RevocationTime),
-			r.Status.NotAfter.UTC().Format(time.RFC3339), r.Status.SerialNumber, r.Status.CAName, r.Status.Request, r.Status.RevokedBy}
+			r.Status.NotAfter.UTC().Format(time.RFC3339), printers.SerialHexString(r.Status.SerialNumber), r.Status.CAName, r.Status.Request, r.Status.RevokedBy}
 	},
 }
 

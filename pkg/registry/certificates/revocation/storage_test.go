@@ -175,14 +175,14 @@ func TestDeleteIsTheControllersAlone(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	rev := &certificates.Revocation{ObjectMeta: metav1.ObjectMeta{Name: sha}, Spec: certificates.RevocationSpec{Reason: "KeyCompromise"},
-		Status: certificates.RevocationStatus{SignerName: "example.com/users", Subject: "CN=alice", SerialNumber: "1f", CAName: "users-ca", Request: "alice-laptop",
+		Status: certificates.RevocationStatus{SignerName: "example.com/users", Subject: "CN=alice", SerialNumber: "f", CAName: "users-ca", Request: "alice-laptop",
 			RevokedBy: "carol", NotAfter: metav1.NewTime(notAfter), RevocationTime: metav1.Now()}}
 	tbl, err := table.ConvertToTable(context.Background(), rev, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := tbl.Rows[0].Cells
-	want := []interface{}{sha, "example.com/users", "CN=alice", "KeyCompromise", "0s", "2027-01-01T00:00:00Z", "1f", "users-ca", "alice-laptop", "carol"}
+	want := []interface{}{sha, "example.com/users", "CN=alice", "KeyCompromise", "0s", "2027-01-01T00:00:00Z", "0f", "users-ca", "alice-laptop", "carol"}
 	if len(got) != len(want) || len(tbl.ColumnDefinitions) != len(want) {
 		t.Fatalf("cells %v, want %v", got, want)
 	}
