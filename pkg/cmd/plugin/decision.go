@@ -95,8 +95,9 @@ or its signer controller signs it shortly after. approve prints the
 outcome: the certificate's subject and expiry, or, when the request ends
 Failed, the rule it broke (the condition's reason and message) on standard
 error, with a non-zero exit code. When the approval write did not carry
-the certificate, approve waits up to --wait for it; when there is none by
-then, it says why nothing signs it if it can tell: no Signer serves the
+the certificate, approve waits up to --wait for it (not at all when no
+Signer serves the signer name: rekey will not sign it); when there is
+none by then, it says why nothing signs it if it can tell: no Signer serves the
 signer name (an external signer has to sign it), the Signer or its
 CertificateAuthority is not Ready (its key store unreachable, its key not
 made yet), or the CertificateAuthority is Preparing a rotation. Reading
@@ -276,7 +277,9 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 	// An approval: what became of the request, from the write's response
 	// or, when that did not carry it, after waiting for the signer.
 	final, waitErr := stored, error(nil)
-	if !decided(stored) && o.wait > 0 {
+	waited := false
+	if !decided(stored) && o.wait > 0 && !noSigner(ctx, client, stored.Spec.SignerName) {
+		waited = true
 		waitCtx, cancel := context.WithTimeout(ctx, o.wait)
 		final, waitErr = waitForOutcome(waitCtx, client, stored)
 		cancel()
@@ -305,7 +308,7 @@ func (o *decisionOptions) decide(ctx context.Context, client clientset.Interface
 		why = whyNotIssued(ctx, client, final)
 	}
 	when := "not issued yet"
-	if o.wait > 0 && (waitErr == nil || errors.Is(waitErr, context.DeadlineExceeded)) {
+	if waited && (waitErr == nil || errors.Is(waitErr, context.DeadlineExceeded)) {
 		when = fmt.Sprintf("not issued within %s", o.wait)
 	}
 	o.print(line, when+": "+why)
@@ -358,4 +361,13 @@ func statusMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
+}
+
+// noSigner reports whether no Signer serves signerName: then rekey will
+// not sign the request, and waiting --wait for it only delays saying so
+// (whyNotIssued explains). Any other answer, a Signer or an error such as
+// forbidden, leaves the wait as it was.
+func noSigner(ctx context.Context, client clientset.Interface, signerName string) bool {
+	_, err := client.CertificatesV1alpha1().Signers().Get(ctx, validation.SignerObjectName(signerName), metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
 }

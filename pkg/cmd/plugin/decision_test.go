@@ -431,3 +431,22 @@ func TestApproveCannotTellWithoutPermission(t *testing.T) {
 		t.Fatalf("error %v, stdout %q", err, out)
 	}
 }
+
+// TestApproveDoesNotWaitWhenNothingSigns: with no Signer serving the
+// request's signer name rekey will not sign it, so approve explains at
+// once instead of waiting out --wait.
+func TestApproveDoesNotWaitWhenNothingSigns(t *testing.T) {
+	client := fake.NewSimpleClientset(request("pending"))
+	start := time.Now()
+	out, errOut, err := runDecision(t, decisionApprove, client, "", "pending", "--wait=10s")
+	if err != nil {
+		t.Fatalf("error %v, stderr %q", err, errOut)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("approve waited %s for a request nothing will sign", took)
+	}
+	want := requestResource + `pending approved; not issued yet: no Signer serves signer name "example.com/team-signer"`
+	if !strings.HasPrefix(out, want) {
+		t.Fatalf("stdout %q\nwant    %q", out, want)
+	}
+}
