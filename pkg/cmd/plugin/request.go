@@ -592,7 +592,9 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 // pendingState says why a request has no certificate yet.
 func pendingState(csr *certv1alpha1.CertificateSigningRequest) string {
 	if certv1alpha1.IsPending(csr) {
-		return fmt.Sprintf("it is pending approval (kubectl rekey approve %s, or --approve)", csr.Name)
+		// Not "or --approve": the requester is often not allowed to
+		// approve (approve on signers/NAME), and the hint misled them.
+		return fmt.Sprintf("it is waiting for someone allowed to approve for signer %q (kubectl rekey approve %s)", csr.Spec.SignerName, csr.Name)
 	}
 	return fmt.Sprintf("it is Approved but nothing has signed it yet (is there a Signer for %q, and is it Ready? kubectl get signers)", csr.Spec.SignerName)
 }

@@ -346,7 +346,7 @@ func TestRequestErrors(t *testing.T) {
 		},
 		"a wait that times out names the request and what it waits for": {
 			outcome: outcomeNothing, args: []string{"p", "--signer", "example.com/s", "--new-key", "p.key", "--cn", "p", "--wait=200ms"},
-			wantErr: `timed out after 200ms waiting for the certificate of certificatesigningrequest "p": it is pending approval (kubectl rekey approve p, or --approve)`,
+			wantErr: `timed out after 200ms waiting for the certificate of certificatesigningrequest "p": it is waiting for someone allowed to approve for signer "example.com/s" (kubectl rekey approve p)`,
 		},
 		"approved, nothing signs": {
 			outcome: outcomeNothing, args: []string{"q", "--signer", "example.com/s", "--new-key", "q.key", "--cn", "q", "--approve", "--out", "q.crt", "--wait=200ms"},
@@ -402,7 +402,7 @@ func TestRequestResumes(t *testing.T) {
 	ca := newTestCA(t, "CA")
 	client := fakeServer(t, ca, outcomeNothing)
 	r := runRequest(t, testDeps(client, nil), dir, "r", "--signer", "example.com/s", "--new-key", "r.key", "--cn", "r")
-	if r.err != nil || !strings.Contains(r.errOut, "no certificate yet: it is pending approval") {
+	if r.err != nil || !strings.Contains(r.errOut, "no certificate yet: it is waiting for someone allowed to approve") {
 		t.Fatalf("first run: %v\n%s%s", r.err, r.out, r.errOut)
 	}
 	keyBefore, _ := os.ReadFile(filepath.Join(dir, "r.key"))
