@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
@@ -73,8 +74,11 @@ func NewController(client clientset.Interface, csrInformer certinformers.Certifi
 	// every object of the initial list, so nothing the first adds queue
 	// arrives after the workers believe the start is over.
 	signerHandler, _ := signerInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueSigner,
-		UpdateFunc: func(_, obj any) { c.enqueueSigner(obj) },
+		AddFunc: c.enqueueSigner,
+		UpdateFunc: func(oldObj, obj any) {
+			c.enqueueSigner(obj)
+			c.signerChanged(oldObj, obj)
+		},
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
@@ -209,6 +213,15 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 	}
 	outcome, err := c.signing.Sign(ctx, signer, csr, approvedAt, issuer.PathController)
 	if err != nil {
+		if why := c.waitingFor(signer); why != "" {
+			// Not an error: the request waits, and the CA's change
+			// (caChanged) or the Signer's (signerChanged) queues it again.
+			// An error would log and retry with backoff for as long as the
+			// CA is missing.
+			klog.FromContext(ctx).V(2).Info("Approved request waits for its CertificateAuthority",
+				"csr", klog.KObj(csr), "signerName", csr.Spec.SignerName, "why", why, "err", err)
+			return nil
+		}
 		return err
 	}
 	updated := csr.DeepCopy()
@@ -231,6 +244,37 @@ func (c *Controller) Handle(ctx context.Context, csr *certv1alpha1.CertificateSi
 		return nil
 	}
 	return err
+}
+
+// waitingFor says why the signer's CA cannot sign yet, or "" when it is
+// there and Ready (a failure to sign is then an error).
+func (c *Controller) waitingFor(signer *certv1alpha1.Signer) string {
+	name := signer.Spec.CertificateAuthorityRef.Name
+	ca, err := c.authorities.Lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("CertificateAuthority %q does not exist", name)
+	}
+	if err != nil {
+		return ""
+	}
+	if !apimeta.IsStatusConditionTrue(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady) {
+		return fmt.Sprintf("CertificateAuthority %q is not Ready", name)
+	}
+	return ""
+}
+
+// signerChanged queues again the requests of a Signer whose spec changed
+// (another CA, another policy): a request that waited for the old CA may
+// be signed now.
+func (c *Controller) signerChanged(oldObj, newObj any) {
+	old, ok1 := oldObj.(*certv1alpha1.Signer)
+	cur, ok2 := newObj.(*certv1alpha1.Signer)
+	if !ok1 || !ok2 || old.Generation == cur.Generation {
+		return
+	}
+	c.csrs.EnqueueMatching(func(csr *certv1alpha1.CertificateSigningRequest) bool {
+		return csr.Spec.SignerName == cur.Spec.SignerName
+	})
 }
 
 // forget drops what writtenOver holds for a request that left the

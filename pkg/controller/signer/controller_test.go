@@ -61,6 +61,8 @@ type fixture struct {
 	recorder *memoryRecorder
 	c        *Controller
 	caCert   *x509.Certificate
+	// cas is the CA informer's cache the controller reads.
+	cas cache.Indexer
 }
 
 func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture {
@@ -71,8 +73,10 @@ func newFixture(t *testing.T, p certv1alpha1.SignerPolicy, withCA bool) *fixture
 	keys := signingtest.NewMemoryKeys()
 	bindings := cabinding.NewMemoryStore()
 	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "team-ca", UID: types.UID("0123456789")},
-		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}}}
-	f := &fixture{recorder: &memoryRecorder{}}
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}},
+		Status: rotationv1alpha1.CertificateAuthorityStatus{Conditions: []metav1.Condition{
+			{Type: rotationv1alpha1.CertificateAuthorityReady, Status: metav1.ConditionTrue, Reason: "Ready"}}}}
+	f := &fixture{recorder: &memoryRecorder{}, cas: caIndexer}
 	if withCA {
 		key, _, err := keys.GetOrCreate(ctx, "team-ca-01234567-1", signing.ECDSAP256)
 		if err != nil {
@@ -187,10 +191,11 @@ func TestHandle(t *testing.T) {
 		"signer name without a Signer is left alone": {
 			csr: approvedCSR(t, "example.org/external", good, certv1alpha1.UsageClientAuth),
 		},
-		"CA without a key yet is retried": {
-			csr:     approvedCSR(t, "example.com/team", good, certv1alpha1.UsageClientAuth),
-			noCA:    true,
-			wantErr: "team-ca",
+		// Not an error retried with backoff: the CA's add queues it
+		// again (TestAWaitingRequestIsSignedWhenItsCAIsReady).
+		"CA not there yet: the request waits": {
+			csr:  approvedCSR(t, "example.com/team", good, certv1alpha1.UsageClientAuth),
+			noCA: true,
 		},
 	}
 	for name, tc := range tests {
