@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
@@ -75,13 +76,13 @@ func checkPresentation(t *testing.T, srv *framework.Standalone) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := certv1alpha1.GetCondition(issued, certv1alpha1.CertificateIssued); c == nil || !strings.Contains(c.Message, "serial "+cert.SerialNumber.Text(16)) {
-		t.Fatalf("Issued condition %+v does not name serial %s", c, cert.SerialNumber.Text(16))
+	if c := certv1alpha1.GetCondition(issued, certv1alpha1.CertificateIssued); c == nil || !strings.Contains(c.Message, "serial "+printers.SerialHex(cert.SerialNumber)) {
+		t.Fatalf("Issued condition %+v does not name serial %s", c, printers.SerialHex(cert.SerialNumber))
 	}
 	row = kubectlRow(t, srv, "presented", "-o", "wide")
 	want := map[string]string{
 		"CONDITION": "Approved,Issued", "NOTAFTER": cert.NotAfter.UTC().Format(time.RFC3339),
-		"ISSUER": cert.Issuer.CommonName, "SERIAL": cert.SerialNumber.Text(16),
+		"ISSUER": cert.Issuer.CommonName, "SERIAL": printers.SerialHex(cert.SerialNumber),
 	}
 	for k, v := range want {
 		if row[k] != v {
