@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -35,16 +36,39 @@ func credentialStatus(cmd *cobra.Command, newClient func() (clientset.Interface,
 	var secret *corev1.Secret
 	secretErr := ""
 	if kube, err := newKube(); err != nil {
-		secretErr = err.Error()
+		secretErr = "cannot read: " + err.Error()
 	} else if secret, err = kube.CoreV1().Secrets(ns).Get(contextOf(cmd), rc.Spec.SecretRef.Name, metav1.GetOptions{}); err != nil {
-		secret, secretErr = nil, statusMessage(err)
+		secret, secretErr = nil, "cannot read: "+statusMessage(err)
+		if apierrors.IsNotFound(err) && !servesSecrets(kube) {
+			// A 404 for the resource, not the Secret: a standalone
+			// rekey-apiserver serves no core API, so "could not find
+			// the requested resource" would read as a missing Secret.
+			secretErr = "not shown: this server serves no Secrets; a standalone rekey-apiserver has no host cluster"
+		}
 	}
 	printCredentialStatus(out, rc, secret, secretErr)
 	return nil
 }
 
+// servesSecrets reports whether the server serves core v1 Secrets
+// (discovery); when it cannot tell, it says yes, so that the Secret's own
+// error is shown.
+func servesSecrets(kube kubernetes.Interface) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "secrets" {
+			return true
+		}
+	}
+	return false
+}
+
 // printCredentialStatus shows a RotatingCredential and the names of its
-// Secret's keys, never their values.
+// Secret's keys, never their values; secretErr, when the Secret is not
+// shown, says why.
 func printCredentialStatus(out io.Writer, rc *rotationv1alpha1.RotatingCredential, secret *corev1.Secret, secretErr string) {
 	s := rc.Status
 	when := func(t *metav1.Time) string {
@@ -77,7 +101,7 @@ func printCredentialStatus(out io.Writer, rc *rotationv1alpha1.RotatingCredentia
 		slices.Sort(keys)
 		fmt.Fprintf(w, "Secret:\t%s, keys: %s\n", secret.Name, strings.Join(keys, ", "))
 	case secretErr != "":
-		fmt.Fprintf(w, "Secret:\t%s (cannot read: %s)\n", rc.Spec.SecretRef.Name, secretErr)
+		fmt.Fprintf(w, "Secret:\t%s (%s)\n", rc.Spec.SecretRef.Name, secretErr)
 	}
 	for _, t := range []string{"Ready", "Degraded"} {
 		if c := meta.FindStatusCondition(s.Conditions, t); c != nil {
