@@ -2,14 +2,17 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apiserver/filters"
@@ -22,36 +25,90 @@ import (
 // layer /version is kube-apiserver's.
 func newVersionCommand(restConfig func() (*rest.Config, error), streams genericiooptions.IOStreams) *cobra.Command {
 	var clientOnly bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit of kubectl rekey and of the rekey-apiserver it talks to",
 		Example: `  kubectl rekey version
-  kubectl rekey version --client`,
+  kubectl rekey version --client
+  kubectl rekey version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintf(streams.Out, "Client Version: %s\n", version.Get())
-			if clientOnly {
-				return nil
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("--output must be json or yaml, not %q", output)
 			}
-			cfg, err := restConfig()
-			if err != nil {
-				return err
+			client := version.Get()
+			if output == "" {
+				fmt.Fprintf(streams.Out, "Client Version: %s\n", client)
 			}
-			server, err := serverVersion(c.Context(), cfg)
-			if err != nil {
-				return err
+			var server string
+			var serverErr error
+			if !clientOnly {
+				var cfg *rest.Config
+				if cfg, serverErr = restConfig(); serverErr == nil {
+					server, serverErr = serverVersion(c.Context(), cfg)
+				}
+			}
+			if output != "" {
+				// As kubectl version -o prints it: the client's (and
+				// the server's, when known) version.Info fields.
+				doc := versionOutput{ClientVersion: client.Kubernetes()}
+				if server != "" && serverErr == nil {
+					doc.ServerVersion = &serverVersionInfo{GitVersion: server}
+				}
+				if err := printVersionDoc(streams.Out, output, doc); err != nil {
+					return err
+				}
+				return serverErr
+			}
+			if clientOnly || serverErr != nil {
+				return serverErr
+			}
+			if server == "" {
+				server = "unknown (the server's discovery sends no " + filters.VersionHeader + " header: a rekey-apiserver older than v0.1.0's version stamping)"
 			}
 			fmt.Fprintf(streams.Out, "Server Version: %s\n", server)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "Print only the plugin's version; do not contact the server.")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "One of 'yaml' or 'json' (as kubectl version -o).")
 	return cmd
+}
+
+// versionOutput is what -o json|yaml prints, shaped as kubectl version's.
+type versionOutput struct {
+	ClientVersion apimachineryversion.Info `json:"clientVersion"`
+	// ServerVersion is omitted with --client and for a server older than
+	// the Rekey-Version header.
+	ServerVersion *serverVersionInfo `json:"serverVersion,omitempty"`
+}
+
+// serverVersionInfo holds what rekey's discovery tells of the server: its
+// Rekey-Version header.
+type serverVersionInfo struct {
+	GitVersion string `json:"gitVersion"`
+}
+
+func printVersionDoc(out io.Writer, format string, doc versionOutput) error {
+	var data []byte
+	var err error
+	if format == "json" {
+		data, err = json.MarshalIndent(doc, "", "  ")
+		data = append(data, '\n')
+	} else {
+		data, err = yaml.Marshal(doc)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding the version as %s: %w", format, err)
+	}
+	_, err = out.Write(data)
+	return err
 }
 
 // serverVersion asks for rekey's discovery document of
 // certificates.rekey.io and returns the version its Rekey-Version header
-// names.
+// names, "" when it has none.
 func serverVersion(ctx context.Context, cfg *rest.Config) (string, error) {
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -72,9 +129,6 @@ func serverVersion(ctx context.Context, cfg *rest.Config) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("GET %s: %s (is rekey installed and are you allowed discovery?)", path, resp.Status)
 	}
-	v := resp.Header.Get(filters.VersionHeader)
-	if v == "" {
-		return "unknown (the server's discovery sends no " + filters.VersionHeader + " header: a rekey-apiserver older than v0.1.0's version stamping)", nil
-	}
-	return v, nil
+	// "" when the header is absent (a server older than the header).
+	return resp.Header.Get(filters.VersionHeader), nil
 }

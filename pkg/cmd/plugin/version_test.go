@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,6 +49,25 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if out, err := run("--client"); err != nil || out != client {
 		t.Fatalf("version --client: %v\n%s", err, out)
+	}
+	// -o json and -o yaml, as kubectl version has them.
+	out, err = run("-o", "json")
+	var got struct {
+		ClientVersion struct{ GitVersion string }  `json:"clientVersion"`
+		ServerVersion *struct{ GitVersion string } `json:"serverVersion"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.ClientVersion.GitVersion != version.Get().GitVersion() ||
+		got.ServerVersion == nil || got.ServerVersion.GitVersion != "v9.8.7+0123456789ab" {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if out, err := run("-o", "yaml"); err != nil || !strings.Contains(out, "serverVersion:\n  gitVersion: v9.8.7+0123456789ab\n") || !strings.Contains(out, "clientVersion:\n") {
+		t.Fatalf("-o yaml: %v\n%s", err, out)
+	}
+	if out, err := run("--client", "-o", "json"); err != nil || strings.Contains(out, "serverVersion") || !strings.Contains(out, `"clientVersion"`) {
+		t.Fatalf("--client -o json: %v\n%s", err, out)
+	}
+	if _, err := run("-o", "wide"); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Fatalf("-o wide: %v", err)
 	}
 	srv.Close()
 	if out, err := run(); err == nil || out != client {
