@@ -44,6 +44,10 @@ type requestDeps struct {
 	// SelfSubjectReview, which a standalone server answers too): a
 	// request is resumed only if this user created it.
 	whoAmI func(ctx context.Context) (string, error)
+	// servesCoreAPI reports whether the server serves Kubernetes' core
+	// API (v1): a standalone rekey-apiserver does not, and refuses the
+	// kubeconfig --kubeconfig-out writes. nil: unknown.
+	servesCoreAPI func(ctx context.Context) (bool, error)
 }
 
 func newRequestDeps(configFlags *genericclioptions.ConfigFlags, newClient func() (clientset.Interface, error)) requestDeps {
@@ -73,6 +77,21 @@ func newRequestDeps(configFlags *genericclioptions.ConfigFlags, newClient func()
 				return "", errors.New(statusMessage(err))
 			}
 			return review.Status.UserInfo.Username, nil
+		},
+		servesCoreAPI: func(ctx context.Context) (bool, error) {
+			cfg, err := configFlags.ToRESTConfig()
+			if err != nil {
+				return false, err
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return false, err
+			}
+			_, err = kube.Discovery().ServerResourcesForGroupVersion("v1")
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil, err
 		},
 	}
 }
@@ -585,6 +604,12 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 			return err
 		}
 		fmt.Fprintf(msg, "kubeconfig written to %s\n", f.kubeconfigOut)
+		if deps.servesCoreAPI != nil {
+			// Best effort: an error leaves the note out.
+			if core, err := deps.servesCoreAPI(ctx); err == nil && !core {
+				fmt.Fprintf(streams.ErrOut, "note: this server serves no Kubernetes core API (a standalone rekey-apiserver): it authenticates only clients of its own PKI and will refuse %s (401); make a kubeconfig for it with \"rekey-apiserver standalone user-kubeconfig\" (docs/standalone.md)\n", f.kubeconfigOut)
+			}
+		}
 	}
 	return nil
 }

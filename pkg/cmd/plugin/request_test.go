@@ -190,6 +190,24 @@ func leafOf(t *testing.T, chain []byte) *x509.Certificate {
 // TestRequestNewKeyApproveWaitOut: one command makes the key (0600), the
 // request as the flags say, approves it, waits and writes the
 // certificate and a kubeconfig that uses them.
+// TestRequestKubeconfigOutStandaloneNote: --kubeconfig-out against a
+// standalone server (no core API) says the file will not work there and
+// how to make one that does; against a cluster it says nothing more.
+func TestRequestKubeconfigOutStandaloneNote(t *testing.T) {
+	for _, standalone := range []bool{true, false} {
+		dir := t.TempDir()
+		deps := testDeps(fakeServer(t, newTestCA(t, "CA"), outcomeIssue), nil)
+		deps.servesCoreAPI = func(context.Context) (bool, error) { return !standalone, nil }
+		r := runRequest(t, deps, dir, "k", "--signer", "example.com/s", "--new-key", "k.key", "--cn", "k", "--approve", "--kubeconfig-out", "k.kubeconfig")
+		if r.err != nil {
+			t.Fatalf("%v\n%s\n%s", r.err, r.out, r.errOut)
+		}
+		if got := strings.Contains(r.out+r.errOut, "rekey-apiserver standalone user-kubeconfig"); got != standalone {
+			t.Errorf("standalone %v: note shown %v:\n%s%s", standalone, got, r.out, r.errOut)
+		}
+	}
+}
+
 func TestRequestNewKeyApproveWaitOut(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, "team CA")
