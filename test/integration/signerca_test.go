@@ -15,6 +15,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/controller/signer"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
 
@@ -47,12 +48,21 @@ func TestSignerReadinessFollowsItsCA(t *testing.T) {
 	// worst, far from the minutes of a resync.
 	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionFalse, signer.ReasonCANotFound)
 
+	// A request approved meanwhile waits, unsigned (the signer controller
+	// no longer retries it with backoff), and is signed once the CA is
+	// back: the CA's change queues it again.
+	waiting := createAndApprove(t, client, requestFor(t, "waits-for-its-ca", "example.com/gone", fixtures.CSROptions{CommonName: "waiting"}, certv1alpha1.UsageClientAuth))
+	if len(waiting.Status.Certificate) != 0 {
+		t.Fatal("signed without its CA")
+	}
+
 	if _, err := client.RotationV1alpha1().CertificateAuthorities().Create(context.Background(), &rotationv1alpha1.CertificateAuthority{
 		ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: spec,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitForSignerReady(t, client, "example.com:gone", metav1.ConditionTrue, "CAReady")
+	waitFor(t, client, waiting.Name, 10*time.Second, func(csr *certv1alpha1.CertificateSigningRequest) bool { return len(csr.Status.Certificate) > 0 })
 }
 
 // openWatches reads how many watches of a rekey resource the server holds
