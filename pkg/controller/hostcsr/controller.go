@@ -43,6 +43,7 @@ import (
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	certlisters "rekey.io/rekey/pkg/generated/listers/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/pkg/runner"
 )
 
@@ -73,7 +74,7 @@ func issuedMessage(certPEM []byte) string {
 		return "the certificate is in status.certificate"
 	}
 	c := certs[0]
-	return fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), c.SerialNumber.Text(16), c.NotAfter.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), printers.SerialHex(c.SerialNumber), c.NotAfter.UTC().Format(time.RFC3339))
 }
 
 // RecordPrefix prefixes a native CSR's name in its issuance record (and

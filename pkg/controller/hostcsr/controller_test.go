@@ -35,6 +35,7 @@ import (
 	rotationlisters "rekey.io/rekey/pkg/generated/listers/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/cabinding"
 	"rekey.io/rekey/pkg/signing/signingtest"
@@ -361,7 +362,7 @@ func TestSignsApprovedRequest(t *testing.T) {
 	if cert.Subject.CommonName != "system:node:n1" {
 		t.Fatalf("CN = %q", cert.Subject.CommonName)
 	}
-	if e := nextEvent(t, f); !strings.HasPrefix(e, "Normal Issued issued by") || !strings.Contains(e, "serial "+cert.SerialNumber.Text(16)) {
+	if e := nextEvent(t, f); !strings.HasPrefix(e, "Normal Issued issued by") || !strings.Contains(e, "serial "+printers.SerialHex(cert.SerialNumber)) {
 		t.Fatalf("event %q, want Issued naming the serial", e)
 	}
 	if len(f.recorder.records) != 1 {

@@ -25,6 +25,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/apis/message"
 	"rekey.io/rekey/pkg/authority"
+	"rekey.io/rekey/pkg/registry/printers"
 )
 
 // Reasons of the Denied and Failed conditions rekey writes (kube's own
@@ -144,11 +145,17 @@ func (c *Controller) decide(ctx context.Context, signer *certv1alpha1.Signer, pc
 	refresh := metav1.NewTime(BeginRefreshAt(leaf.NotBefore, leaf.NotAfter))
 	return &outcome{
 		conditionType: certificatesv1.PodCertificateRequestConditionTypeIssued, reason: ReasonIssued,
-		message: message.Cap(fmt.Sprintf("Issued by signer %s, serial %x", spec.SignerName, leaf.SerialNumber)),
+		message: message.Cap(issuedMessage(spec.SignerName, leaf)),
 		status: certificatesv1.PodCertificateRequestStatus{
 			CertificateChain: string(chain), NotBefore: &notBefore, BeginRefreshAt: &refresh, NotAfter: &notAfter,
 		},
 	}, nil
+}
+
+// issuedMessage names the signer and the serial, as hex of whole bytes
+// (openssl's digits, the leading zero kept).
+func issuedMessage(signerName string, leaf *x509.Certificate) string {
+	return fmt.Sprintf("Issued by signer %s, serial %s", signerName, printers.SerialHex(leaf.SerialNumber))
 }
 
 // BeginRefreshAt is halfway through a certificate's life, inside the
