@@ -21,6 +21,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	"rekey.io/rekey/pkg/authority"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/test/fixtures"
 	"rekey.io/rekey/test/framework"
 )
@@ -82,7 +83,7 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 	}
 	// Both decisions of the create are events on the request in the host
 	// cluster (package csrevents), the Issued one naming the serial.
-	for reason, want := range map[string]string{"Approved": "AutoApproved: ", "Issued": "serial " + certs[0].SerialNumber.Text(16)} {
+	for reason, want := range map[string]string{"Approved": "AutoApproved: ", "Issued": "serial " + printers.SerialHex(certs[0].SerialNumber)} {
 		framework.Eventually(t, settleTimeout, "the "+reason+" event of node-1-client", func(ctx context.Context) error {
 			events, err := cluster.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1-client,reason=" + reason})
 			if err != nil {
@@ -100,7 +101,7 @@ func TestNodeClientRequestIsAutoApprovedAndSigned(t *testing.T) {
 	// namespace default).
 	out, errOut, err := framework.RunKubectl(t, cluster.AdminKubeconfig, nil, "describe", "rcsr", "node-1-client")
 	_, described, _ := strings.Cut(out, "Events:")
-	if err != nil || !strings.Contains(described, "Approved") || !strings.Contains(described, "Issued") || !strings.Contains(described, "serial "+certs[0].SerialNumber.Text(16)) {
+	if err != nil || !strings.Contains(described, "Approved") || !strings.Contains(described, "Issued") || !strings.Contains(described, "serial "+printers.SerialHex(certs[0].SerialNumber)) {
 		t.Fatalf("kubectl describe rcsr node-1-client does not list the events: %v\n%s%s", err, out, errOut)
 	}
 }
