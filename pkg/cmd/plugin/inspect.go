@@ -25,6 +25,7 @@ import (
 	"rekey.io/rekey/pkg/apis/certificates/validation"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/pkg/signing"
 )
 
@@ -106,7 +107,7 @@ func inspect(ctx context.Context, out io.Writer, client clientset.Interface, new
 		fmt.Fprintf(w, "  SANs:\t%s\n", certSANs(leaf))
 		fmt.Fprintf(w, "  Key:\t%s\n", keyDescription(leaf.PublicKey))
 		fmt.Fprintf(w, "  Key usage:\t%s\n", noneIfEmpty(strings.Join(x509Usages(leaf), ", ")))
-		fmt.Fprintf(w, "  Serial:\t%s\n", serialHex(leaf.SerialNumber))
+		fmt.Fprintf(w, "  Serial:\t%s\n", printers.SerialHex(leaf.SerialNumber))
 		fmt.Fprintf(w, "  Valid:\t%s to %s (%s)\n", leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), validity(leaf, now))
 		fmt.Fprintf(w, "  Issuer:\t%s\n", printable(leaf.Issuer.String()))
 		fmt.Fprintf(w, "  Issuing CA:\t%s\n", printable(issuingCA(ctx, client, csr.Spec.SignerName, leaf)))

@@ -26,6 +26,7 @@ import (
 	"rekey.io/rekey/pkg/csrwait"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/pki"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
@@ -583,7 +584,7 @@ func (f *fetchOptions) fetch(ctx context.Context, deps requestDeps, client clien
 	if key != nil && !signing.PublicKeysEqual(certs[0].PublicKey, key.Public()) {
 		return fmt.Errorf("certificatesigningrequest %q: the certificate in its status is not for your key; not writing it", csr.Name)
 	}
-	fmt.Fprintf(msg, "issued: subject %q, serial %s, valid %s to %s, by %q\n", certs[0].Subject.String(), serialHex(certs[0].SerialNumber),
+	fmt.Fprintf(msg, "issued: subject %q, serial %s, valid %s to %s, by %q\n", certs[0].Subject.String(), printers.SerialHex(certs[0].SerialNumber),
 		certs[0].NotBefore.UTC().Format(time.RFC3339), certs[0].NotAfter.UTC().Format(time.RFC3339), certs[0].Issuer.String())
 	switch {
 	case f.out != "":

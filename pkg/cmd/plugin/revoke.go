@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/registry/printers"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/strictpem"
 )
@@ -269,7 +269,7 @@ func issuedTo(what string, requestKey func() (crypto.PublicKey, error), chain []
 	if !signing.PublicKeysEqual(key, leaf.PublicKey) {
 		return nil, "", fmt.Errorf("%s: refusing to revoke its certificate (subject %q, serial %s): it is not for the request's public key, "+
 			"so it was not issued for this request (its signer put another key's certificate in its status); revoke a certificate you have checked with --sha256",
-			what, leaf.Subject.String(), serialHex(leaf.SerialNumber))
+			what, leaf.Subject.String(), printers.SerialHex(leaf.SerialNumber))
 	}
 	sum := sha256.Sum256(leaf.Raw)
 	return leaf, hex.EncodeToString(sum[:]), nil
@@ -322,16 +322,6 @@ func normalizeSerial(s string) (string, error) {
 		return "", fmt.Errorf("--serial %q is not hex", s)
 	}
 	return h, nil
-}
-
-// serialHex prints a certificate's serial number as even-length hex, as
-// openssl does: big.Int.Text(16) drops a leading zero, and a serial with
-// 31 digits reads as a different (or mistyped) one.
-func serialHex(n *big.Int) string {
-	if n.Sign() == 0 {
-		return "00"
-	}
-	return hex.EncodeToString(n.Bytes())
 }
 
 func normalizeHex(flag, s string, size int) (string, error) {
@@ -389,7 +379,7 @@ func certificateDetail(t target) string {
 	if t.cert == nil {
 		return ""
 	}
-	return fmt.Sprintf(": subject %q, serial %s, issued for %s", t.cert.Subject.String(), serialHex(t.cert.SerialNumber), t.what)
+	return fmt.Sprintf(": subject %q, serial %s, issued for %s", t.cert.Subject.String(), printers.SerialHex(t.cert.SerialNumber), t.what)
 }
 
 func (o *revokeOptions) print(name, what, outcome string) {

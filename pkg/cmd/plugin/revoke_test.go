@@ -30,6 +30,7 @@ import (
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/registry/printers"
 )
 
 // testChain is a PEM leaf followed by its issuer, and the leaf's SHA-256.
@@ -298,8 +299,8 @@ func TestRevokeChecksTheCertificateIsTheRequests(t *testing.T) {
 func TestSerialHex(t *testing.T) {
 	n, _ := new(big.Int).SetString("0df83cfb0b4403c0646bbb86c295bb24", 16)
 	for in, want := range map[*big.Int]string{n: "0df83cfb0b4403c0646bbb86c295bb24", big.NewInt(1): "01", big.NewInt(0x2a): "2a", big.NewInt(0): "00", big.NewInt(0x100): "0100"} {
-		if got := serialHex(in); got != want {
-			t.Errorf("serialHex(%s) = %q, want %q", in.Text(16), got, want)
+		if got := printers.SerialHex(in); got != want {
+			t.Errorf("SerialHex(%s) = %q, want %q", in.Text(16), got, want)
 		}
 	}
 }
