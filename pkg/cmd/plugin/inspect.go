@@ -144,20 +144,17 @@ func state(csr *certv1alpha1.CertificateSigningRequest) string {
 	if c := certv1alpha1.GetCondition(csr, certv1alpha1.CertificateRevoked); c != nil {
 		return "Issued, Revoked (" + c.Reason + ")"
 	}
-	switch {
-	case certv1alpha1.IsDenied(csr):
-		return "Denied"
-	case certv1alpha1.IsFailed(csr):
-		return "Failed"
-	case len(csr.Status.Certificate) > 0:
-		return "Issued"
-	case certv1alpha1.IsApproved(csr):
+	switch s := requestState(csr); s {
+	case "Approved":
 		return "Approved, not issued yet"
+	case "Pending":
+		if c := certv1alpha1.GetCondition(csr, certv1alpha1.CertificateAttested); c != nil && c.Status == metav1.ConditionFalse {
+			return "Pending, attestation refused (never approved)"
+		}
+		return "Pending approval"
+	default:
+		return s
 	}
-	if c := certv1alpha1.GetCondition(csr, certv1alpha1.CertificateAttested); c != nil && c.Status == metav1.ConditionFalse {
-		return "Pending, attestation refused (never approved)"
-	}
-	return "Pending approval"
 }
 
 func requestOf(csr *certv1alpha1.CertificateSigningRequest) (*x509.CertificateRequest, error) {
