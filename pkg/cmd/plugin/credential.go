@@ -84,7 +84,7 @@ func printCredentialStatus(out io.Writer, rc *rotationv1alpha1.RotatingCredentia
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Name:\t%s/%s\n", rc.Namespace, rc.Name)
 	fmt.Fprintf(w, "Minter:\t%s\n", rc.Spec.Minter.Type)
-	fmt.Fprintf(w, "Interval:\t%s (grace period %s)\n", rc.Spec.RotationInterval.Duration, rc.Spec.GracePeriod.Duration)
+	fmt.Fprintf(w, "Interval:\t%s (grace period %s)\n", durationOrUnset(rc.Spec.RotationInterval), durationOrUnset(rc.Spec.GracePeriod))
 	fmt.Fprintf(w, "Generation:\t%d\n", s.CredentialGeneration)
 	fmt.Fprintf(w, "Minted:\t%s\n", when(s.MintTime))
 	fmt.Fprintf(w, "Next rotation:\t%s\n", when(s.NextRotationTime))
@@ -109,4 +109,14 @@ func printCredentialStatus(out io.Writer, rc *rotationv1alpha1.RotatingCredentia
 		}
 	}
 	_ = w.Flush()
+}
+
+// durationOrUnset prints an optional duration. The server defaults both
+// of a RotatingCredential's, but an object from elsewhere (a file, an
+// older server) may lack them, and status must not panic on it.
+func durationOrUnset(d *metav1.Duration) string {
+	if d == nil {
+		return "<unset>"
+	}
+	return d.Duration.String()
 }

@@ -63,3 +63,23 @@ func TestCredentialStatusSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestCredentialStatusWithoutDurations: status of a RotatingCredential
+// without rotationInterval or gracePeriod (not defaulted: an object from
+// elsewhere) prints them as unset instead of panicking.
+func TestCredentialStatusWithoutDurations(t *testing.T) {
+	rc := &rotationv1alpha1.RotatingCredential{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team-a"},
+		Spec: rotationv1alpha1.RotatingCredentialSpec{SecretRef: rotationv1alpha1.SecretReference{Name: "db-password"}}}
+	kube := kubefake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-password", Namespace: "team-a"}})
+	client := fake.NewSimpleClientset(rc)
+	var out bytes.Buffer
+	cmd := newStatusCommand(func() (clientset.Interface, error) { return client, nil }, func() (kubernetes.Interface, error) { return kube, nil },
+		func() (string, error) { return "team-a", nil }, genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"rcred/db"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "<unset> (grace period <unset>)"; !strings.Contains(out.String(), want) {
+		t.Fatalf("out lacks %q:\n%s", want, out.String())
+	}
+}
