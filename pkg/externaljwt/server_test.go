@@ -1,0 +1,396 @@
+package externaljwt
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	externaljwtv1 "k8s.io/externaljwt/apis/v1"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fakeSource is a KeySource whose key set a test replaces.
+type fakeSource struct {
+	mu  sync.Mutex
+	ks  KeySet
+	err error
+}
+
+func (f *fakeSource) Keys(context.Context) (KeySet, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ks, f.err
+}
+
+func (f *fakeSource) set(ks KeySet) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ks = ks
+}
+
+var (
+	ecKeyOnce sync.Once
+	ecKey     *ecdsa.PrivateKey
+	rsaKey    *rsa.PrivateKey
+)
+
+func testKeys(t testing.TB) (*ecdsa.PrivateKey, *rsa.PrivateKey) {
+	t.Helper()
+	ecKeyOnce.Do(func() {
+		var err error
+		if ecKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			panic(err)
+		}
+		if rsaKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+			panic(err)
+		}
+	})
+	return ecKey, rsaKey
+}
+
+func keySet(kid string, alg Algorithm, signer crypto.Signer) KeySet {
+	return KeySet{
+		Signing:       SigningKey{KeyID: kid, Algorithm: alg, Signer: signer},
+		Verification:  []VerificationKey{{KeyID: kid, PublicKey: signer.Public()}},
+		DataTimestamp: time.Unix(1700000000, 0),
+		RefreshHint:   time.Minute,
+	}
+}
+
+// startServer serves a Server for source on a Unix socket in a temporary
+// directory and returns a client of the generated v1 API.
+func startServer(t *testing.T, source KeySource) externaljwtv1.ExternalJWTSignerClient {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	srv, err := NewServer(source, Options{MaxTokenExpiration: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "signer.sock")
+	lis, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("socket mode = %o, want 600", perm)
+	}
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, lis, srv) }()
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return externaljwtv1.NewExternalJWTSignerClient(conn)
+}
+
+func claims64(t testing.TB, claims map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// verifyJWT checks token as a verifier would, against the keys FetchKeys
+// answered: the header has exactly alg, kid and typ=JWT, the kid names a
+// key that is not excluded from discovery, and the signature verifies with
+// it. It returns the header.
+func verifyJWT(t *testing.T, token string, keys []*externaljwtv1.Key) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token has %d parts, want 3", len(parts))
+	}
+	hdrJSON, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	var hdr map[string]any
+	if err := json.Unmarshal(hdrJSON, &hdr); err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	if len(hdr) != 3 || hdr["typ"] != "JWT" || hdr["kid"] == nil || hdr["alg"] == nil {
+		t.Fatalf("header = %s, want exactly alg, kid and typ=JWT", hdrJSON)
+	}
+	var pub any
+	for _, k := range keys {
+		if k.KeyId == hdr["kid"] {
+			if k.ExcludeFromOidcDiscovery {
+				t.Fatalf("token signed by kid %q, which is excluded from discovery", k.KeyId)
+			}
+			if pub, err = x509.ParsePKIXPublicKey(k.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if pub == nil {
+		t.Fatalf("kid %v is not among the fetched keys", hdr["kid"])
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		t.Fatalf("signature: %v", err)
+	}
+	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	switch hdr["alg"] {
+	case "ES256":
+		ec, ok := pub.(*ecdsa.PublicKey)
+		if !ok {
+			t.Fatalf("ES256 token, key %T", pub)
+		}
+		if len(sig) != 64 {
+			t.Fatalf("ES256 signature is %d bytes, want 64 (R||S)", len(sig))
+		}
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		if !ecdsa.Verify(ec, digest[:], r, s) {
+			t.Fatal("ES256 signature does not verify")
+		}
+	case "RS256":
+		rk, ok := pub.(*rsa.PublicKey)
+		if !ok {
+			t.Fatalf("RS256 token, key %T", pub)
+		}
+		if err := rsa.VerifyPKCS1v15(rk, crypto.SHA256, digest[:], sig); err != nil {
+			t.Fatalf("RS256 signature does not verify: %v", err)
+		}
+	default:
+		t.Fatalf("alg %v", hdr["alg"])
+	}
+	return hdr
+}
+
+func TestSignVerifies(t *testing.T) {
+	ec, rk := testKeys(t)
+	for _, tc := range []struct {
+		alg    Algorithm
+		signer crypto.Signer
+	}{{ES256, ec}, {RS256, rk}} {
+		t.Run(string(tc.alg), func(t *testing.T) {
+			client := startServer(t, &fakeSource{ks: keySet("kid-"+string(tc.alg), tc.alg, tc.signer)})
+			ctx := t.Context()
+			keys, err := client.FetchKeys(ctx, &externaljwtv1.FetchKeysRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys.Keys) != 1 || keys.RefreshHintSeconds != 60 || !keys.DataTimestamp.AsTime().Equal(time.Unix(1700000000, 0)) {
+				t.Fatalf("FetchKeys = %v", keys)
+			}
+			c := claims64(t, map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:default:default", "exp": 1700003600})
+			resp, err := client.Sign(ctx, &externaljwtv1.SignJWTRequest{Claims: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr := verifyJWT(t, resp.Header+"."+c+"."+resp.Signature, keys.Keys)
+			if hdr["alg"] != string(tc.alg) || hdr["kid"] != "kid-"+string(tc.alg) {
+				t.Errorf("header = %v", hdr)
+			}
+		})
+	}
+}
+
+func TestSignRefusesClaims(t *testing.T) {
+	ec, _ := testKeys(t)
+	client := startServer(t, &fakeSource{ks: keySet("k1", ES256, ec)})
+	for name, c := range map[string]string{
+		"empty":          "",
+		"oversize":       base64.RawURLEncoding.EncodeToString([]byte(`{"a":"` + strings.Repeat("x", MaxClaimsSize) + `"}`)),
+		"invalid base64": "eyJ!!!",
+		"padded":         base64.URLEncoding.EncodeToString([]byte(`{"a":1}`)),
+		"std alphabet":   base64.StdEncoding.EncodeToString([]byte(`{"a":"???>>>"}`)),
+		"not json":       base64.RawURLEncoding.EncodeToString([]byte(`not json`)),
+		"json array":     base64.RawURLEncoding.EncodeToString([]byte(`[1]`)),
+		"json null":      base64.RawURLEncoding.EncodeToString([]byte(`null`)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("Sign = %v, want InvalidArgument", err)
+			}
+		})
+	}
+}
+
+func TestSignRefusesExcludedKey(t *testing.T) {
+	ec, _ := testKeys(t)
+	ks := keySet("old", ES256, ec)
+	ks.Verification[0].ExcludeFromOIDCDiscovery = true
+	source := &fakeSource{ks: ks}
+	client := startServer(t, source)
+	c := claims64(t, map[string]any{"sub": "x"})
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "excluded") {
+		t.Fatalf("Sign with an excluded key = %v, want refused", err)
+	}
+	// The excluded key is still served, to verify the tokens it signed.
+	keys, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{})
+	if err != nil || len(keys.Keys) != 1 || !keys.Keys[0].ExcludeFromOidcDiscovery {
+		t.Fatalf("FetchKeys = %v, %v", keys, err)
+	}
+	// A signing key that is not published does not sign either.
+	ks2 := keySet("new", ES256, ec)
+	ks2.Verification[0].KeyID = "other"
+	source.set(ks2)
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Internal {
+		t.Fatalf("Sign with an unpublished key = %v, want refused", err)
+	}
+}
+
+func TestSignRefusesMismatchedAlgorithm(t *testing.T) {
+	ec, rk := testKeys(t)
+	c := claims64(t, map[string]any{"sub": "x"})
+	for _, ks := range []KeySet{keySet("k", RS256, ec), keySet("k", ES256, rk), keySet("k", "HS256", ec)} {
+		if _, err := sign(ks, c); err == nil {
+			t.Errorf("sign with %s and %T: no error", ks.Signing.Algorithm, ks.Signing.Signer)
+		}
+	}
+}
+
+func TestFetchKeysRefusesWhatKubeAPIServerRefuses(t *testing.T) {
+	ec, _ := testKeys(t)
+	for name, mutate := range map[string]func(*KeySet){
+		"no keys":        func(ks *KeySet) { ks.Verification = nil },
+		"zero hint":      func(ks *KeySet) { ks.RefreshHint = 0 },
+		"no timestamp":   func(ks *KeySet) { ks.DataTimestamp = time.Time{} },
+		"empty kid":      func(ks *KeySet) { ks.Verification[0].KeyID = "" },
+		"long kid":       func(ks *KeySet) { ks.Verification[0].KeyID = strings.Repeat("k", 1025) },
+		"bad public key": func(ks *KeySet) { ks.Verification[0].PublicKey = "not a key" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ks := keySet("k", ES256, ec)
+			mutate(&ks)
+			client := startServer(t, &fakeSource{ks: ks})
+			if _, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.Internal {
+				t.Fatalf("FetchKeys = %v, want Internal", err)
+			}
+		})
+	}
+	t.Run("source error", func(t *testing.T) {
+		client := startServer(t, &fakeSource{err: errors.New("etcd down")})
+		if _, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("FetchKeys = %v, want Unavailable", err)
+		}
+	})
+	t.Run("sub-second hint rounds up", func(t *testing.T) {
+		ks := keySet("k", ES256, ec)
+		ks.RefreshHint = time.Millisecond
+		resp, err := fetchKeysResponse(ks)
+		if err != nil || resp.RefreshHintSeconds != 1 {
+			t.Fatalf("fetchKeysResponse = %v, %v", resp, err)
+		}
+	})
+}
+
+func TestMetadata(t *testing.T) {
+	ec, _ := testKeys(t)
+	client := startServer(t, &fakeSource{ks: keySet("k", ES256, ec)})
+	resp, err := client.Metadata(t.Context(), &externaljwtv1.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.MaxTokenExpirationSeconds != 86400 {
+		t.Errorf("MaxTokenExpirationSeconds = %d, want 86400", resp.MaxTokenExpirationSeconds)
+	}
+	for _, d := range []time.Duration{0, 599 * time.Second, 600*time.Second + time.Millisecond} {
+		if _, err := NewServer(&fakeSource{}, Options{MaxTokenExpiration: d}); err == nil {
+			t.Errorf("NewServer with maxTokenExpiration %s: no error", d)
+		}
+	}
+	if _, err := NewServer(nil, Options{MaxTokenExpiration: time.Hour}); err == nil {
+		t.Error("NewServer with no source: no error")
+	}
+}
+
+func TestListen(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("stale socket replaced", func(t *testing.T) {
+		path := filepath.Join(dir, "stale.sock")
+		// A socket file left by a process that died: listen, keep the file.
+		old, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.SetUnlinkOnClose(false)
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+		lis, err := Listen(path)
+		if err != nil {
+			t.Fatalf("Listen over a stale socket: %v", err)
+		}
+		defer func() { _ = lis.Close() }()
+		conn, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatalf("dialing the new socket: %v", err)
+		}
+		_ = conn.Close()
+	})
+	t.Run("live socket refused", func(t *testing.T) {
+		path := filepath.Join(dir, "live.sock")
+		live, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = live.Close() }()
+		if lis, err := Listen(path); err == nil {
+			_ = lis.Close()
+			t.Fatal("Listen over a socket in use: no error")
+		}
+	})
+	t.Run("regular file refused", func(t *testing.T) {
+		path := filepath.Join(dir, "file")
+		if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if lis, err := Listen(path); err == nil {
+			_ = lis.Close()
+			t.Fatal("Listen over a regular file: no error")
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "keep me" {
+			t.Fatalf("the regular file was changed: %q, %v", b, err)
+		}
+	})
+	t.Run("abstract", func(t *testing.T) {
+		name := "@rekey-externaljwt-test-" + filepath.Base(dir)
+		lis, err := Listen(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = lis.Close() }()
+		conn, err := net.Dial("unix", name)
+		if err != nil {
+			t.Fatalf("dialing the abstract socket: %v", err)
+		}
+		_ = conn.Close()
+	})
+}
