@@ -73,8 +73,7 @@ func issuedMessage(certPEM []byte) string {
 	if err != nil || len(certs) == 0 {
 		return "the certificate is in status.certificate"
 	}
-	c := certs[0]
-	return fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), printers.SerialHex(c.SerialNumber), c.NotAfter.UTC().Format(time.RFC3339))
+	return printers.IssuedSummary(certs[0])
 }
 
 // RecordPrefix prefixes a native CSR's name in its issuance record (and

@@ -3,6 +3,7 @@ package printers
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"math/big"
 	"strings"
@@ -102,6 +103,14 @@ func SerialHex(n *big.Int) string {
 		s = "0" + s
 	}
 	return s
+}
+
+// IssuedSummary is what an Issued message names first about a
+// certificate: its issuer, its serial (SerialHex) and its expiry. The
+// rekey request's Issued condition and the events and conditions rekey
+// writes on host-cluster CSRs say it the same way.
+func IssuedSummary(c *x509.Certificate) string {
+	return fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), SerialHex(c.SerialNumber), c.NotAfter.UTC().Format(time.RFC3339))
 }
 
 // SerialHexString is SerialHex of a serial already in hex (an issuance

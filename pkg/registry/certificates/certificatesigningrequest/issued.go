@@ -23,7 +23,7 @@ const ReasonIssued = "CertificateIssued"
 func issuedCondition(cert []byte, now metav1.Time) certificates.CertificateSigningRequestCondition {
 	msg := "the certificate is in status.certificate"
 	if c := firstCertificate(cert); c != nil {
-		msg = fmt.Sprintf("issued by %q, serial %s, valid until %s", c.Issuer.String(), serialHex(c), c.NotAfter.UTC().Format(time.RFC3339))
+		msg = printers.IssuedSummary(c)
 	}
 	return certificates.CertificateSigningRequestCondition{
 		Type: certificates.CertificateIssued, Status: metav1.ConditionTrue, Reason: ReasonIssued, Message: message.Cap(msg),
