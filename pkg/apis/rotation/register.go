@@ -27,6 +27,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &RotatingCredential{}, &RotatingCredentialList{}, &TrustConsumer{}, &TrustConsumerList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &JWTSignRequest{}, &RotatingCredential{}, &RotatingCredentialList{}, &TrustConsumer{}, &TrustConsumerList{})
 	return nil
 }

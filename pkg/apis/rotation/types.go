@@ -44,6 +44,31 @@ type CertificateAuthoritySpec struct {
 	KeyStore     KeyStore
 	Publish      *Publish
 	Rotation     *RotationPolicy
+	// Purpose is what the key signs: certificates or service-account tokens.
+	Purpose              CAPurpose
+	ServiceAccountTokens *ServiceAccountTokenKeys
+}
+
+// CAPurpose is what a CertificateAuthority's key signs.
+type CAPurpose string
+
+// Purposes.
+const (
+	PurposeCertificates         CAPurpose = "Certificates"
+	PurposeServiceAccountTokens CAPurpose = "ServiceAccountTokens"
+)
+
+// ServiceAccountTokenKeys configures a key that signs service-account tokens.
+type ServiceAccountTokenKeys struct {
+	MaxTokenExpiration *metav1.Duration
+	Issuer             string
+	LegacyPublicKeys   []LegacyPublicKey
+}
+
+// LegacyPublicKey is a public key that verifies tokens signed elsewhere.
+type LegacyPublicKey struct {
+	PublicKey  string
+	ExpireTime metav1.Time
 }
 
 // RotationPolicy says how a rotation spreads trust and renewals.
@@ -164,6 +189,25 @@ type CACertificate struct {
 	NotBefore    metav1.Time
 	NotAfter     metav1.Time
 	KeyID        string
+	// TokenKeyID is the kid of the tokens a ServiceAccountTokens key signs.
+	TokenKeyID string
+	// TokensExpireTime is when every token a ServiceAccountTokens CA's
+	// previous key may have signed has expired.
+	TokensExpireTime *metav1.Time
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// JWTSignRequest asks a ServiceAccountTokens CA's current key to sign JWT
+// claims (the signjwt subresource).
+type JWTSignRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Claims    string
+	Header    string
+	Signature string
+	KeyID     string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

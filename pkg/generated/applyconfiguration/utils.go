@@ -106,6 +106,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.FileKeyStoreApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("KeyStore"):
 		return &applyconfigurationrotationv1alpha1.KeyStoreApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("LegacyPublicKey"):
+		return &applyconfigurationrotationv1alpha1.LegacyPublicKeyApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("Minter"):
 		return &applyconfigurationrotationv1alpha1.MinterApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("PendingRenewal"):
@@ -126,6 +128,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationrotationv1alpha1.RotationPolicyApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
 		return &applyconfigurationrotationv1alpha1.SecretReferenceApplyConfiguration{}
+	case rotationv1alpha1.SchemeGroupVersion.WithKind("ServiceAccountTokenKeys"):
+		return &applyconfigurationrotationv1alpha1.ServiceAccountTokenKeysApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("ServiceAccountTokenMinter"):
 		return &applyconfigurationrotationv1alpha1.ServiceAccountTokenMinterApplyConfiguration{}
 	case rotationv1alpha1.SchemeGroupVersion.WithKind("TrustConsumer"):

@@ -132,7 +132,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.ClientCertificateMinter{}.OpenAPIModelName():                schema_pkg_apis_rotation_v1alpha1_ClientCertificateMinter(ref),
 		rotationv1alpha1.ConfigMapPublish{}.OpenAPIModelName():                       schema_pkg_apis_rotation_v1alpha1_ConfigMapPublish(ref),
 		rotationv1alpha1.FileKeyStore{}.OpenAPIModelName():                           schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref),
+		rotationv1alpha1.JWTSignRequest{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_JWTSignRequest(ref),
 		rotationv1alpha1.KeyStore{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_KeyStore(ref),
+		rotationv1alpha1.LegacyPublicKey{}.OpenAPIModelName():                        schema_pkg_apis_rotation_v1alpha1_LegacyPublicKey(ref),
 		rotationv1alpha1.Minter{}.OpenAPIModelName():                                 schema_pkg_apis_rotation_v1alpha1_Minter(ref),
 		rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PKCS11KeyStore(ref),
 		rotationv1alpha1.PendingRenewal{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_PendingRenewal(ref),
@@ -145,6 +147,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		rotationv1alpha1.Rotation{}.OpenAPIModelName():                               schema_pkg_apis_rotation_v1alpha1_Rotation(ref),
 		rotationv1alpha1.RotationPolicy{}.OpenAPIModelName():                         schema_pkg_apis_rotation_v1alpha1_RotationPolicy(ref),
 		rotationv1alpha1.SecretReference{}.OpenAPIModelName():                        schema_pkg_apis_rotation_v1alpha1_SecretReference(ref),
+		rotationv1alpha1.ServiceAccountTokenKeys{}.OpenAPIModelName():                schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenKeys(ref),
 		rotationv1alpha1.ServiceAccountTokenMinter{}.OpenAPIModelName():              schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenMinter(ref),
 		rotationv1alpha1.TrustConsumer{}.OpenAPIModelName():                          schema_pkg_apis_rotation_v1alpha1_TrustConsumer(ref),
 		rotationv1alpha1.TrustConsumerList{}.OpenAPIModelName():                      schema_pkg_apis_rotation_v1alpha1_TrustConsumerList(ref),
@@ -4779,6 +4782,19 @@ func schema_pkg_apis_rotation_v1alpha1_CACertificate(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"tokenKeyID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "tokenKeyID is, for a ServiceAccountTokens CA, the \"kid\" of the tokens the key signs: the unpadded base64url SHA-256 of its PKIX public key, as kube-apiserver names its own keys.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"tokensExpireTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "tokensExpireTime is, for a ServiceAccountTokens CA's previous key, when every token it may have signed has expired: when it stopped signing (Prepared) plus maxTokenExpiration and a minute of leeway. Complete waits for it unless forced.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"certificate", "fingerprint", "serialNumber", "notBefore", "notAfter"},
 			},
@@ -4934,11 +4950,25 @@ func schema_pkg_apis_rotation_v1alpha1_CertificateAuthoritySpec(ref common.Refer
 							Ref:         ref(rotationv1alpha1.RotationPolicy{}.OpenAPIModelName()),
 						},
 					},
+					"purpose": {
+						SchemaProps: spec.SchemaProps{
+							Description: "purpose is what the key signs: Certificates (the default: Signers issue with it) or ServiceAccountTokens (kube-apiserver's service-account tokens, through its external JWT signer; no Signer may use it). Immutable.\n\nPossible enum values:\n - `\"Certificates\"` : the key signs certificates for Signers.\n - `\"ServiceAccountTokens\"` : the key signs kube-apiserver's service-account tokens (JWTs), and nothing else.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Certificates", "ServiceAccountTokens"},
+						},
+					},
+					"serviceAccountTokens": {
+						SchemaProps: spec.SchemaProps{
+							Description: "serviceAccountTokens configures a ServiceAccountTokens key: set (defaulted) only with that purpose. Its legacyPublicKeys may change; the rest is immutable.",
+							Ref:         ref(rotationv1alpha1.ServiceAccountTokenKeys{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName(), rotationv1alpha1.Publish{}.OpenAPIModelName(), rotationv1alpha1.RotationPolicy{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.KeyStore{}.OpenAPIModelName(), rotationv1alpha1.Publish{}.OpenAPIModelName(), rotationv1alpha1.RotationPolicy{}.OpenAPIModelName(), rotationv1alpha1.ServiceAccountTokenKeys{}.OpenAPIModelName()},
 	}
 }
 
@@ -5207,6 +5237,71 @@ func schema_pkg_apis_rotation_v1alpha1_FileKeyStore(ref common.ReferenceCallback
 	}
 }
 
+func schema_pkg_apis_rotation_v1alpha1_JWTSignRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "JWTSignRequest is posted to a ServiceAccountTokens CertificateAuthority's signjwt subresource by rekey-agent jwt-signer, on behalf of the kube-apiserver that asked it to sign: the answer carries the JWS header and signature made with the CA's current key. Whoever may create it can mint any service-account token the issuer's verifiers accept: grant it to the control plane's signers only.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Description: "claims is the JWT claims set as kube-apiserver sends it: unpadded base64url of a JSON object, at most 64 KiB.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"header": {
+						SchemaProps: spec.SchemaProps{
+							Description: "header is, in the answer, the unpadded base64url JWS header (alg, kid, typ).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"signature": {
+						SchemaProps: spec.SchemaProps{
+							Description: "signature is, in the answer, the unpadded base64url signature of header.claims.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"keyID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "keyID is, in the answer, the kid that signed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"claims"},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_rotation_v1alpha1_KeyStore(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -5239,6 +5334,36 @@ func schema_pkg_apis_rotation_v1alpha1_KeyStore(ref common.ReferenceCallback) co
 		},
 		Dependencies: []string{
 			rotationv1alpha1.FileKeyStore{}.OpenAPIModelName(), rotationv1alpha1.PKCS11KeyStore{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_LegacyPublicKey(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LegacyPublicKey is a public key that verifies tokens signed elsewhere.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"publicKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "publicKey is one PEM \"PUBLIC KEY\" (PKIX) or \"RSA PUBLIC KEY\" block: the contents of kube-apiserver's --service-account-key-file (one key per entry).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"expireTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "expireTime is when the last token the key signed expires; after it the key is no longer served.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"publicKey", "expireTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -5793,6 +5918,52 @@ func schema_pkg_apis_rotation_v1alpha1_SecretReference(ref common.ReferenceCallb
 				Required: []string{"name"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_rotation_v1alpha1_ServiceAccountTokenKeys(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ServiceAccountTokenKeys configures a key that signs service-account tokens.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"maxTokenExpiration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxTokenExpiration is the longest lifetime of a token the key signs (exp - iat): what the signer's Metadata tells kube-apiserver, which then caps every TokenRequest (and its extended expiration) at it. A rotation's Complete waits this long after the new key began to sign, so that every token of the old key has expired. Defaults to 24h; at least 10m (kube-apiserver's minimum), at most 8760h. Immutable.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"issuer": {
+						SchemaProps: spec.SchemaProps{
+							Description: "issuer, when set, is the only \"iss\" claim the key signs: kube-apiserver's first --service-account-issuer. Immutable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"legacyPublicKeys": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "legacyPublicKeys are public keys of the signer this one replaces (kube-apiserver's --service-account-key-file): served to kube-apiserver for verification only, kept out of OIDC discovery, until their expireTime, so that tokens signed before the switch keep working until they expire. At most 8.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(rotationv1alpha1.LegacyPublicKey{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), rotationv1alpha1.LegacyPublicKey{}.OpenAPIModelName()},
 	}
 }
 

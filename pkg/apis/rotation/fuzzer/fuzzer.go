@@ -36,6 +36,17 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if spec.Rotation.RenewalWindow == nil {
 				spec.Rotation.RenewalWindow = &metav1.Duration{Duration: 10 * time.Minute}
 			}
+			if spec.Purpose == "" {
+				spec.Purpose = rotation.PurposeCertificates
+			}
+			if spec.Purpose == rotation.PurposeServiceAccountTokens {
+				if spec.ServiceAccountTokens == nil {
+					spec.ServiceAccountTokens = &rotation.ServiceAccountTokenKeys{}
+				}
+				if spec.ServiceAccountTokens.MaxTokenExpiration == nil {
+					spec.ServiceAccountTokens.MaxTokenExpiration = &metav1.Duration{Duration: 24 * time.Hour}
+				}
+			}
 		},
 		func(spec *rotation.RotatingCredentialSpec, c randfill.Continue) {
 			c.FillNoCustom(spec)

@@ -35,6 +35,17 @@ func SetDefaults_CertificateAuthoritySpec(obj *CertificateAuthoritySpec) {
 	if obj.Rotation.RenewalWindow == nil {
 		obj.Rotation.RenewalWindow = &metav1.Duration{Duration: DefaultRenewalWindow}
 	}
+	if obj.Purpose == "" {
+		obj.Purpose = PurposeCertificates
+	}
+	if obj.Purpose == PurposeServiceAccountTokens {
+		if obj.ServiceAccountTokens == nil {
+			obj.ServiceAccountTokens = &ServiceAccountTokenKeys{}
+		}
+		if obj.ServiceAccountTokens.MaxTokenExpiration == nil {
+			obj.ServiceAccountTokens.MaxTokenExpiration = &metav1.Duration{Duration: DefaultMaxTokenExpiration}
+		}
+	}
 }
 
 // Defaults of a RotatingCredential.

@@ -30,7 +30,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &RotatingCredential{}, &RotatingCredentialList{}, &TrustConsumer{}, &TrustConsumerList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CertificateAuthority{}, &CertificateAuthorityList{}, &Rotation{}, &JWTSignRequest{}, &RotatingCredential{}, &RotatingCredentialList{}, &TrustConsumer{}, &TrustConsumerList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 // +genclient
 // +genclient:nonNamespaced
 // +genclient:method=Rotate,verb=create,subresource=rotate,input=Rotation,result=CertificateAuthority
+// +genclient:method=SignJWT,verb=create,subresource=signjwt,input=JWTSignRequest,result=JWTSignRequest
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // CertificateAuthority is a CA whose private key rekey keeps in a key store
@@ -89,6 +90,73 @@ type CertificateAuthoritySpec struct {
 	// like publish.
 	// +optional
 	Rotation *RotationPolicy `json:"rotation,omitempty" protobuf:"bytes,6,opt,name=rotation"`
+
+	// purpose is what the key signs: Certificates (the default: Signers
+	// issue with it) or ServiceAccountTokens (kube-apiserver's
+	// service-account tokens, through its external JWT signer; no Signer
+	// may use it). Immutable.
+	// +optional
+	Purpose CAPurpose `json:"purpose,omitempty" protobuf:"bytes,7,opt,name=purpose,casttype=CAPurpose"`
+
+	// serviceAccountTokens configures a ServiceAccountTokens key: set
+	// (defaulted) only with that purpose. Its legacyPublicKeys may change;
+	// the rest is immutable.
+	// +optional
+	ServiceAccountTokens *ServiceAccountTokenKeys `json:"serviceAccountTokens,omitempty" protobuf:"bytes,8,opt,name=serviceAccountTokens"`
+}
+
+// CAPurpose is what a CertificateAuthority's key signs.
+// +enum
+type CAPurpose string
+
+// Purposes.
+const (
+	// PurposeCertificates: the key signs certificates for Signers.
+	PurposeCertificates CAPurpose = "Certificates"
+	// PurposeServiceAccountTokens: the key signs kube-apiserver's
+	// service-account tokens (JWTs), and nothing else.
+	PurposeServiceAccountTokens CAPurpose = "ServiceAccountTokens"
+)
+
+// DefaultMaxTokenExpiration is spec.serviceAccountTokens.maxTokenExpiration
+// when unset.
+const DefaultMaxTokenExpiration = 24 * time.Hour
+
+// ServiceAccountTokenKeys configures a key that signs service-account tokens.
+type ServiceAccountTokenKeys struct {
+	// maxTokenExpiration is the longest lifetime of a token the key signs
+	// (exp - iat): what the signer's Metadata tells kube-apiserver, which
+	// then caps every TokenRequest (and its extended expiration) at it. A
+	// rotation's Complete waits this long after the new key began to sign,
+	// so that every token of the old key has expired. Defaults to 24h; at
+	// least 10m (kube-apiserver's minimum), at most 8760h. Immutable.
+	// +optional
+	MaxTokenExpiration *metav1.Duration `json:"maxTokenExpiration,omitempty" protobuf:"bytes,1,opt,name=maxTokenExpiration"`
+
+	// issuer, when set, is the only "iss" claim the key signs: kube-apiserver's
+	// first --service-account-issuer. Immutable.
+	// +optional
+	Issuer string `json:"issuer,omitempty" protobuf:"bytes,2,opt,name=issuer"`
+
+	// legacyPublicKeys are public keys of the signer this one replaces
+	// (kube-apiserver's --service-account-key-file): served to
+	// kube-apiserver for verification only, kept out of OIDC discovery,
+	// until their expireTime, so that tokens signed before the switch keep
+	// working until they expire. At most 8.
+	// +listType=atomic
+	// +optional
+	LegacyPublicKeys []LegacyPublicKey `json:"legacyPublicKeys,omitempty" protobuf:"bytes,3,rep,name=legacyPublicKeys"`
+}
+
+// LegacyPublicKey is a public key that verifies tokens signed elsewhere.
+type LegacyPublicKey struct {
+	// publicKey is one PEM "PUBLIC KEY" (PKIX) or "RSA PUBLIC KEY" block:
+	// the contents of kube-apiserver's --service-account-key-file (one key
+	// per entry).
+	PublicKey string `json:"publicKey" protobuf:"bytes,1,opt,name=publicKey"`
+	// expireTime is when the last token the key signed expires; after it
+	// the key is no longer served.
+	ExpireTime metav1.Time `json:"expireTime" protobuf:"bytes,2,opt,name=expireTime"`
 }
 
 // Defaults of spec.rotation.
@@ -354,6 +422,47 @@ type CACertificate struct {
 	// keyID names the private key inside the key store (not secret).
 	// +optional
 	KeyID string `json:"keyID,omitempty" protobuf:"bytes,6,opt,name=keyID"`
+	// tokenKeyID is, for a ServiceAccountTokens CA, the "kid" of the tokens
+	// the key signs: the unpadded base64url SHA-256 of its PKIX public key,
+	// as kube-apiserver names its own keys.
+	// +optional
+	TokenKeyID string `json:"tokenKeyID,omitempty" protobuf:"bytes,7,opt,name=tokenKeyID"`
+	// tokensExpireTime is, for a ServiceAccountTokens CA's previous key,
+	// when every token it may have signed has expired: when it stopped
+	// signing (Prepared) plus maxTokenExpiration and a minute of leeway.
+	// Complete waits for it unless forced.
+	// +optional
+	TokensExpireTime *metav1.Time `json:"tokensExpireTime,omitempty" protobuf:"bytes,8,opt,name=tokensExpireTime"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// JWTSignRequest is posted to a ServiceAccountTokens CertificateAuthority's
+// signjwt subresource by rekey-agent jwt-signer, on behalf of the
+// kube-apiserver that asked it to sign: the answer carries the JWS header
+// and signature made with the CA's current key. Whoever may create it can
+// mint any service-account token the issuer's verifiers accept: grant it
+// to the control plane's signers only.
+type JWTSignRequest struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// claims is the JWT claims set as kube-apiserver sends it: unpadded
+	// base64url of a JSON object, at most 64 KiB.
+	Claims string `json:"claims" protobuf:"bytes,2,opt,name=claims"`
+
+	// header is, in the answer, the unpadded base64url JWS header (alg,
+	// kid, typ).
+	// +optional
+	Header string `json:"header,omitempty" protobuf:"bytes,3,opt,name=header"`
+	// signature is, in the answer, the unpadded base64url signature of
+	// header.claims.
+	// +optional
+	Signature string `json:"signature,omitempty" protobuf:"bytes,4,opt,name=signature"`
+	// keyID is, in the answer, the kid that signed.
+	// +optional
+	KeyID string `json:"keyID,omitempty" protobuf:"bytes,5,opt,name=keyID"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

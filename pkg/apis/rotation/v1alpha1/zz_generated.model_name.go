@@ -62,8 +62,18 @@ func (in FileKeyStore) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in JWTSignRequest) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.JWTSignRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in KeyStore) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.KeyStore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in LegacyPublicKey) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.LegacyPublicKey"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -124,6 +134,11 @@ func (in RotationPolicy) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SecretReference) OpenAPIModelName() string {
 	return "io.rekey.rotation.v1alpha1.SecretReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ServiceAccountTokenKeys) OpenAPIModelName() string {
+	return "io.rekey.rotation.v1alpha1.ServiceAccountTokenKeys"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

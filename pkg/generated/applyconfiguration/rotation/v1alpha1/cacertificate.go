@@ -39,6 +39,15 @@ type CACertificateApplyConfiguration struct {
 	NotAfter *v1.Time `json:"notAfter,omitempty"`
 	// keyID names the private key inside the key store (not secret).
 	KeyID *string `json:"keyID,omitempty"`
+	// tokenKeyID is, for a ServiceAccountTokens CA, the "kid" of the tokens
+	// the key signs: the unpadded base64url SHA-256 of its PKIX public key,
+	// as kube-apiserver names its own keys.
+	TokenKeyID *string `json:"tokenKeyID,omitempty"`
+	// tokensExpireTime is, for a ServiceAccountTokens CA's previous key,
+	// when every token it may have signed has expired: when it stopped
+	// signing (Prepared) plus maxTokenExpiration and a minute of leeway.
+	// Complete waits for it unless forced.
+	TokensExpireTime *v1.Time `json:"tokensExpireTime,omitempty"`
 }
 
 // CACertificateApplyConfiguration constructs a declarative configuration of the CACertificate type for use with
@@ -92,5 +101,21 @@ func (b *CACertificateApplyConfiguration) WithNotAfter(value v1.Time) *CACertifi
 // If called multiple times, the KeyID field is set to the value of the last call.
 func (b *CACertificateApplyConfiguration) WithKeyID(value string) *CACertificateApplyConfiguration {
 	b.KeyID = &value
+	return b
+}
+
+// WithTokenKeyID sets the TokenKeyID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TokenKeyID field is set to the value of the last call.
+func (b *CACertificateApplyConfiguration) WithTokenKeyID(value string) *CACertificateApplyConfiguration {
+	b.TokenKeyID = &value
+	return b
+}
+
+// WithTokensExpireTime sets the TokensExpireTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TokensExpireTime field is set to the value of the last call.
+func (b *CACertificateApplyConfiguration) WithTokensExpireTime(value v1.Time) *CACertificateApplyConfiguration {
+	b.TokensExpireTime = &value
 	return b
 }

@@ -94,6 +94,12 @@ func ExtractCertificateAuthorityRotate(certificateAuthority *rotationv1alpha1.Ce
 	return ExtractCertificateAuthorityFrom(certificateAuthority, fieldManager, "rotate")
 }
 
+// ExtractCertificateAuthoritySignjwt extracts the applied configuration owned by fieldManager from
+// certificateAuthority for the signjwt subresource.
+func ExtractCertificateAuthoritySignjwt(certificateAuthority *rotationv1alpha1.CertificateAuthority, fieldManager string) (*CertificateAuthorityApplyConfiguration, error) {
+	return ExtractCertificateAuthorityFrom(certificateAuthority, fieldManager, "signjwt")
+}
+
 // ExtractCertificateAuthorityStatus extracts the applied configuration owned by fieldManager from
 // certificateAuthority for the status subresource.
 func ExtractCertificateAuthorityStatus(certificateAuthority *rotationv1alpha1.CertificateAuthority, fieldManager string) (*CertificateAuthorityApplyConfiguration, error) {

@@ -47,6 +47,15 @@ type CertificateAuthoritySpecApplyConfiguration struct {
 	// rotation says how a rotation spreads trust and renewals. Mutable,
 	// like publish.
 	Rotation *RotationPolicyApplyConfiguration `json:"rotation,omitempty"`
+	// purpose is what the key signs: Certificates (the default: Signers
+	// issue with it) or ServiceAccountTokens (kube-apiserver's
+	// service-account tokens, through its external JWT signer; no Signer
+	// may use it). Immutable.
+	Purpose *rotationv1alpha1.CAPurpose `json:"purpose,omitempty"`
+	// serviceAccountTokens configures a ServiceAccountTokens key: set
+	// (defaulted) only with that purpose. Its legacyPublicKeys may change;
+	// the rest is immutable.
+	ServiceAccountTokens *ServiceAccountTokenKeysApplyConfiguration `json:"serviceAccountTokens,omitempty"`
 }
 
 // CertificateAuthoritySpecApplyConfiguration constructs a declarative configuration of the CertificateAuthoritySpec type for use with
@@ -100,5 +109,21 @@ func (b *CertificateAuthoritySpecApplyConfiguration) WithPublish(value *PublishA
 // If called multiple times, the Rotation field is set to the value of the last call.
 func (b *CertificateAuthoritySpecApplyConfiguration) WithRotation(value *RotationPolicyApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
 	b.Rotation = value
+	return b
+}
+
+// WithPurpose sets the Purpose field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Purpose field is set to the value of the last call.
+func (b *CertificateAuthoritySpecApplyConfiguration) WithPurpose(value rotationv1alpha1.CAPurpose) *CertificateAuthoritySpecApplyConfiguration {
+	b.Purpose = &value
+	return b
+}
+
+// WithServiceAccountTokens sets the ServiceAccountTokens field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ServiceAccountTokens field is set to the value of the last call.
+func (b *CertificateAuthoritySpecApplyConfiguration) WithServiceAccountTokens(value *ServiceAccountTokenKeysApplyConfiguration) *CertificateAuthoritySpecApplyConfiguration {
+	b.ServiceAccountTokens = value
 	return b
 }

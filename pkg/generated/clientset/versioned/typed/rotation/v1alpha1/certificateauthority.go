@@ -52,6 +52,7 @@ type CertificateAuthorityInterface interface {
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, certificateAuthority *applyconfigurationrotationv1alpha1.CertificateAuthorityApplyConfiguration, opts v1.ApplyOptions) (result *rotationv1alpha1.CertificateAuthority, err error)
 	Rotate(ctx context.Context, certificateAuthorityName string, rotation *rotationv1alpha1.Rotation, opts v1.CreateOptions) (*rotationv1alpha1.CertificateAuthority, error)
+	SignJWT(ctx context.Context, certificateAuthorityName string, jWTSignRequest *rotationv1alpha1.JWTSignRequest, opts v1.CreateOptions) (*rotationv1alpha1.JWTSignRequest, error)
 
 	CertificateAuthorityExpansion
 }
@@ -86,6 +87,21 @@ func (c *certificateAuthorities) Rotate(ctx context.Context, certificateAuthorit
 		SubResource("rotate").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(rotation).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// SignJWT takes the representation of a jWTSignRequest and creates it.  Returns the server's representation of the jWTSignRequest, and an error, if there is any.
+func (c *certificateAuthorities) SignJWT(ctx context.Context, certificateAuthorityName string, jWTSignRequest *rotationv1alpha1.JWTSignRequest, opts v1.CreateOptions) (result *rotationv1alpha1.JWTSignRequest, err error) {
+	result = &rotationv1alpha1.JWTSignRequest{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Resource("certificateauthorities").
+		Name(certificateAuthorityName).
+		SubResource("signjwt").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(jWTSignRequest).
 		Do(ctx).
 		Into(result)
 	return

@@ -66,3 +66,14 @@ func (c *fakeCertificateAuthorities) Rotate(ctx context.Context, certificateAuth
 	}
 	return obj.(*v1alpha1.CertificateAuthority), err
 }
+
+// SignJWT takes the representation of a jWTSignRequest and creates it.  Returns the server's representation of the jWTSignRequest, and an error, if there is any.
+func (c *fakeCertificateAuthorities) SignJWT(ctx context.Context, certificateAuthorityName string, jWTSignRequest *v1alpha1.JWTSignRequest, opts v1.CreateOptions) (result *v1alpha1.JWTSignRequest, err error) {
+	emptyResult := &v1alpha1.JWTSignRequest{}
+	obj, err := c.Fake.
+		Invokes(testing.NewRootCreateSubresourceActionWithOptions(c.Resource(), certificateAuthorityName, "signjwt", jWTSignRequest, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.JWTSignRequest), err
+}
