@@ -1,0 +1,219 @@
+// Package jwtkey is what every part of rekey that touches a
+// service-account token key agrees on: the key's JWS name (kid) and
+// algorithm, the checks on claims before they are signed, the JWS signature
+// itself, and the parsing of a public key given in PEM. It has no gRPC or
+// API-server dependencies, so that validation, rekey-apiserver's signjwt
+// subresource and the host signer (rekey-agent jwt-signer) share it.
+package jwtkey
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Algorithm is a JWS signing algorithm rekey signs with.
+type Algorithm string
+
+const (
+	// ES256 is ECDSA on P-256 with SHA-256 (the default).
+	ES256 Algorithm = "ES256"
+	// RS256 is RSASSA-PKCS1-v1_5 with SHA-256, for verifiers that need RSA.
+	RS256 Algorithm = "RS256"
+)
+
+const (
+	// MaxClaimsSize caps the base64url claims of one signature, checked
+	// before decoding: kube-apiserver's claims are a few hundred bytes.
+	MaxClaimsSize = 64 << 10
+	// MaxKeyIDLength is kube-apiserver's limit on a kid.
+	MaxKeyIDLength = 1024
+	// MinRSABits is the least RSA modulus rekey signs with.
+	MinRSABits = 2048
+	// MaxPublicKeyPEMSize caps a PEM public key before it is parsed (an
+	// RSA-8192 key in PEM is under 2 KiB).
+	MaxPublicKeyPEMSize = 16 << 10
+)
+
+// KeyID names a public key as kube-apiserver names its own service-account
+// keys (serviceaccount.keyIDFromPublicKey): the unpadded base64url SHA-256
+// of the PKIX DER. A token signed under --service-account-signing-key-file
+// carries this kid, so a migrated key keeps its name.
+func KeyID(pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("marshalling the public key: %w", err)
+	}
+	sum := sha256.Sum256(der)
+	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
+}
+
+// AlgorithmFor is the algorithm rekey signs with a key of this kind: ES256
+// for P-256, RS256 for RSA of at least MinRSABits; any other key is refused.
+func AlgorithmFor(pub crypto.PublicKey) (Algorithm, error) {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return "", fmt.Errorf("an ECDSA key on %s: only P-256 (ES256) signs tokens", k.Curve.Params().Name)
+		}
+		return ES256, nil
+	case *rsa.PublicKey:
+		if k.N.BitLen() < MinRSABits {
+			return "", fmt.Errorf("an RSA key of %d bits: at least %d are needed (RS256)", k.N.BitLen(), MinRSABits)
+		}
+		return RS256, nil
+	default:
+		return "", fmt.Errorf("a %T key: only ECDSA P-256 (ES256) and RSA (RS256) sign tokens", pub)
+	}
+}
+
+// CheckKeyID checks a kid as kube-apiserver does: 1 to 1024 bytes.
+func CheckKeyID(kid string) error {
+	if kid == "" {
+		return errors.New("must not be empty")
+	}
+	if len(kid) > MaxKeyIDLength {
+		return fmt.Errorf("is %d bytes, more than %d", len(kid), MaxKeyIDLength)
+	}
+	return nil
+}
+
+// DecodeClaims checks that claims is unpadded base64url of a JSON object,
+// its size capped before decoding, and returns the object's members.
+func DecodeClaims(claims string) (map[string]json.RawMessage, error) {
+	if claims == "" {
+		return nil, errors.New("must not be empty")
+	}
+	if len(claims) > MaxClaimsSize {
+		return nil, fmt.Errorf("%d bytes is more than the %d allowed", len(claims), MaxClaimsSize)
+	}
+	payload, err := base64.RawURLEncoding.Strict().DecodeString(claims)
+	if err != nil {
+		return nil, fmt.Errorf("not unpadded base64url: %w", err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &obj); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if obj == nil {
+		return nil, errors.New("not a JSON object: null")
+	}
+	return obj, nil
+}
+
+// header is the JWS protected header; kube-apiserver refuses any other field.
+type header struct {
+	Algorithm Algorithm `json:"alg"`
+	KeyID     string    `json:"kid"`
+	Type      string    `json:"typ"`
+}
+
+// Sign makes the JWS header (alg, kid, typ JWT) and the signature of
+// header.claims with signer, both unpadded base64url; claims must already
+// be checked (DecodeClaims). An HSM's crypto.Signer works as well as a key
+// in memory.
+func Sign(signer crypto.Signer, kid, claims string) (hdr64, sig64 string, err error) {
+	if err := CheckKeyID(kid); err != nil {
+		return "", "", fmt.Errorf("keyID: %w", err)
+	}
+	if signer == nil {
+		return "", "", fmt.Errorf("key %q: no signer", kid)
+	}
+	alg, err := AlgorithmFor(signer.Public())
+	if err != nil {
+		return "", "", fmt.Errorf("key %q is %w", kid, err)
+	}
+	hdr, err := json.Marshal(header{Algorithm: alg, KeyID: kid, Type: "JWT"})
+	if err != nil {
+		return "", "", fmt.Errorf("encoding the header: %w", err)
+	}
+	hdr64 = base64.RawURLEncoding.EncodeToString(hdr)
+	digest := sha256.Sum256([]byte(hdr64 + "." + claims))
+	sig, err := signer.Sign(rand.Reader, digest[:], crypto.SHA256)
+	if err != nil {
+		return "", "", fmt.Errorf("key %q: %w", kid, err)
+	}
+	if alg == ES256 {
+		if sig, err = ecdsaASN1ToJWS(sig, 32); err != nil {
+			return "", "", fmt.Errorf("key %q: %w", kid, err)
+		}
+	}
+	return hdr64, base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// ecdsaASN1ToJWS turns crypto.Signer's ASN.1 ECDSA signature into JWS's
+// fixed-size R||S (RFC 7518 section 3.4).
+func ecdsaASN1ToJWS(der []byte, size int) ([]byte, error) {
+	var sig struct{ R, S *big.Int }
+	rest, err := asn1.Unmarshal(der, &sig)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the ECDSA signature: %w", err)
+	}
+	if len(rest) != 0 {
+		return nil, errors.New("parsing the ECDSA signature: trailing data")
+	}
+	if sig.R.Sign() <= 0 || sig.S.Sign() <= 0 || sig.R.BitLen() > size*8 || sig.S.BitLen() > size*8 {
+		return nil, errors.New("the ECDSA signature is out of range")
+	}
+	out := make([]byte, 2*size)
+	sig.R.FillBytes(out[:size])
+	sig.S.FillBytes(out[size:])
+	return out, nil
+}
+
+// ParsePublicKeyPEM reads exactly one PEM "PUBLIC KEY" (PKIX) or "RSA
+// PUBLIC KEY" (PKCS#1) block, as kube-apiserver's --service-account-key-file
+// holds, and accepts the keys kube-apiserver verifies tokens with: RSA of
+// at least MinRSABits and ECDSA on P-256, P-384 or P-521.
+func ParsePublicKeyPEM(s string) (crypto.PublicKey, error) {
+	if len(s) > MaxPublicKeyPEMSize {
+		return nil, fmt.Errorf("%d bytes is more than the %d allowed", len(s), MaxPublicKeyPEMSize)
+	}
+	block, rest := pem.Decode([]byte(s))
+	if block == nil {
+		return nil, errors.New("no PEM block")
+	}
+	if strings.TrimSpace(string(rest)) != "" {
+		return nil, errors.New("more than one PEM block or trailing data: give one key per entry")
+	}
+	var pub crypto.PublicKey
+	var err error
+	switch block.Type {
+	case "PUBLIC KEY":
+		pub, err = x509.ParsePKIXPublicKey(block.Bytes)
+	case "RSA PUBLIC KEY":
+		pub, err = x509.ParsePKCS1PublicKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("a PEM block of type %q: want PUBLIC KEY or RSA PUBLIC KEY (never a private key)", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parsing the %s: %w", block.Type, err)
+	}
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() < MinRSABits {
+			return nil, fmt.Errorf("an RSA key of %d bits: at least %d are needed", k.N.BitLen(), MinRSABits)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return nil, fmt.Errorf("an ECDSA key on an unsupported curve")
+		}
+	default:
+		return nil, fmt.Errorf("a %T key: want RSA or ECDSA", pub)
+	}
+	return pub, nil
+}
