@@ -128,13 +128,9 @@ type Syncer struct {
 	Options
 	Client clientset.Interface
 
-	// reported is what the server was last told or found to hold, per CA
-	// (nil until the consumer was read): a pass that would report the
-	// same asks nothing.
-	reported map[string][]string
-	// claimed: a report of this process was accepted, so the consumer is
-	// this user's.
-	claimed bool
+	// reporter registers the consumer and reports for it (made at the
+	// first report).
+	reporter *Reporter
 	// runExec runs --exec; nil runs it with sh -c (tests replace it).
 	runExec func(ctx context.Context, command string) ([]byte, error)
 	// writeFile writes a file atomically; nil is pki.WriteFileAtomic (tests
@@ -224,7 +220,7 @@ func (s *Syncer) Watch(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watchCA(ctx, s.Client, name, func(ca *rotationv1alpha1.CertificateAuthority) {
+			WatchCA(ctx, s.Client, name, func(ca *rotationv1alpha1.CertificateAuthority) {
 				mu.Lock()
 				if ca == nil {
 					delete(cas, name)
@@ -302,9 +298,11 @@ func watchBackoff() wait.Backoff {
 	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Cap: time.Minute, Steps: math.MaxInt32}
 }
 
-// watchCA calls set with the CA named name (nil while it does not exist)
-// after a get and at every change, until ctx is done.
-func watchCA(ctx context.Context, client clientset.Interface, name string, set func(*rotationv1alpha1.CertificateAuthority)) {
+// WatchCA calls set with the CA named name (nil while it does not exist)
+// after a get and at every change, until ctx is done. set is called from
+// one goroutine, in the order of the server's changes; a watch that ends
+// is established again (with a get first) with backoff.
+func WatchCA(ctx context.Context, client clientset.Interface, name string, set func(*rotationv1alpha1.CertificateAuthority)) {
 	logger := klog.FromContext(ctx).WithValues("certificateAuthority", name)
 	backoff := watchBackoff()
 	cas := client.RotationV1alpha1().CertificateAuthorities()
@@ -592,13 +590,45 @@ func Holds(names []string, bundles map[string][]*x509.Certificate, held sets.Set
 	return holds
 }
 
-// report makes the server's TrustConsumer name the CAs and hold holds:
+// report reports holds through the Syncer's Reporter.
+func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld, lower bool) error {
+	if s.reporter == nil {
+		s.reporter = &Reporter{Client: s.Client, Consumer: s.Consumer, CAs: s.CAs, FieldManager: "rekey-agent-trust-sync",
+			Needs: "trust-sync needs the rekey:trust-consumer ClusterRole, the verb trust on each --ca, and to be the user that registered the consumer"}
+	}
+	return s.reporter.Report(ctx, holds, lower)
+}
+
+// Reporter registers TrustConsumer Consumer, naming CAs, and reports, as
+// its reporter, which certificates of each CA it holds. trust-sync and
+// rekey-agent jwt-signer report through it. It is not safe for concurrent
+// use.
+type Reporter struct {
+	Client   clientset.Interface
+	Consumer string
+	CAs      []string
+	// FieldManager names the writer in the consumer's managedFields.
+	FieldManager string
+	// Needs says, in the error of a refused report, what the reporter's
+	// user needs.
+	Needs string
+
+	// reported is what the server was last told or found to hold, per CA
+	// (nil until the consumer was read): a report of the same asks
+	// nothing.
+	reported map[string][]string
+	// claimed: a report of this process was accepted, so the consumer is
+	// this user's.
+	claimed bool
+}
+
+// Report makes the server's TrustConsumer name the CAs and hold holds:
 // it is created when missing (and again after an operator deleted it: a
 // consumer that runs is not gone), its spec updated when the CA list
 // differs, its status when the holds do. Nothing is asked when holds is
 // what was reported last. lower: report only what holds and the
 // consumer's current report both have.
-func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld, lower bool) error {
+func (s *Reporter) Report(ctx context.Context, holds []rotationv1alpha1.TrustHeld, lower bool) error {
 	want := map[string][]string{}
 	for _, h := range holds {
 		want[h.CertificateAuthority] = h.Fingerprints
@@ -637,7 +667,7 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld,
 		for _, h := range holds {
 			tc.Status.Holds = append(tc.Status.Holds, rotationv1alpha1.TrustHeld{CertificateAuthority: h.CertificateAuthority, Fingerprints: now[h.CertificateAuthority]})
 		}
-		_, err = consumers.UpdateStatus(ctx, tc, metav1.UpdateOptions{FieldManager: "rekey-agent-trust-sync"})
+		_, err = consumers.UpdateStatus(ctx, tc, metav1.UpdateOptions{FieldManager: s.FieldManager})
 		if err == nil {
 			klog.FromContext(ctx).Info("Reported the CA certificates held", "consumer", s.Consumer, "holds", tc.Status.Holds)
 		}
@@ -646,30 +676,40 @@ func (s *Syncer) report(ctx context.Context, holds []rotationv1alpha1.TrustHeld,
 	if err != nil {
 		s.reported = nil
 		if apierrors.IsForbidden(err) && owner != "" {
-			return fmt.Errorf("reporting for TrustConsumer %s, registered by %q: %w (if that is not this trust-sync's user, someone else holds the consumer's name: an operator must delete it)", s.Consumer, owner, hint(err))
+			return fmt.Errorf("reporting for TrustConsumer %s, registered by %q: %w (if that is not this reporter's user, someone else holds the consumer's name: an operator must delete it)", s.Consumer, owner, s.hint(err))
 		}
-		return fmt.Errorf("reporting for TrustConsumer %s: %w", s.Consumer, hint(err))
+		return fmt.Errorf("reporting for TrustConsumer %s: %w", s.Consumer, s.hint(err))
 	}
 	s.reported = now
 	s.claimed = true
 	return nil
 }
 
-// ensure returns the TrustConsumer, created with the CA list when missing
-// and with its spec updated when the list differs.
-func (s *Syncer) ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, error) {
+// Ensure returns the TrustConsumer, created with the CA list when missing
+// and with its spec updated when the list differs. A reporter that must be
+// waited for before it reports anything calls it first: a rotation's
+// trust gate waits only for the consumers that exist.
+func (s *Reporter) Ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, error) {
+	tc, err := s.ensure(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("registering TrustConsumer %s: %w", s.Consumer, s.hint(err))
+	}
+	return tc, nil
+}
+
+func (s *Reporter) ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, error) {
 	consumers := s.Client.RotationV1alpha1().TrustConsumers()
 	tc, err := consumers.Get(ctx, s.Consumer, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		tc, err = consumers.Create(ctx, &rotationv1alpha1.TrustConsumer{
 			ObjectMeta: metav1.ObjectMeta{Name: s.Consumer},
 			Spec:       rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: slices.Clone(s.CAs)},
-		}, metav1.CreateOptions{FieldManager: "rekey-agent-trust-sync"})
+		}, metav1.CreateOptions{FieldManager: s.FieldManager})
 		if err == nil {
 			klog.FromContext(ctx).Info("Registered the trust consumer", "consumer", s.Consumer, "certificateAuthorities", s.CAs)
 		}
 		if apierrors.IsAlreadyExists(err) {
-			// Another trust-sync of this name, or a restart, was first.
+			// Another reporter of this name, or a restart, was first.
 			tc, err = consumers.Get(ctx, s.Consumer, metav1.GetOptions{})
 		}
 	}
@@ -679,7 +719,7 @@ func (s *Syncer) ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, e
 	if !sets.New(tc.Spec.CertificateAuthorities...).Equal(sets.New(s.CAs...)) {
 		tc = tc.DeepCopy()
 		tc.Spec.CertificateAuthorities = slices.Clone(s.CAs)
-		if tc, err = consumers.Update(ctx, tc, metav1.UpdateOptions{FieldManager: "rekey-agent-trust-sync"}); err != nil {
+		if tc, err = consumers.Update(ctx, tc, metav1.UpdateOptions{FieldManager: s.FieldManager}); err != nil {
 			return nil, err
 		}
 		klog.FromContext(ctx).Info("Updated the trust consumer's CertificateAuthorities", "consumer", s.Consumer, "certificateAuthorities", s.CAs)
@@ -688,9 +728,9 @@ func (s *Syncer) ensure(ctx context.Context) (*rotationv1alpha1.TrustConsumer, e
 }
 
 // hint adds what a refusal most likely means.
-func hint(err error) error {
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("%w (trust-sync needs the rekey:trust-consumer ClusterRole, the verb trust on each --ca, and to be the user that registered the consumer)", err)
+func (s *Reporter) hint(err error) error {
+	if apierrors.IsForbidden(err) && s.Needs != "" {
+		return fmt.Errorf("%w (%s)", err, s.Needs)
 	}
 	return err
 }
