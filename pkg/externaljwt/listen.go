@@ -57,11 +57,13 @@ func Serve(ctx context.Context, lis net.Listener, s *Server) error {
 
 // Listen listens on a Unix socket for kube-apiserver's
 // --service-account-signing-endpoint: an abstract socket when path starts
-// with "@", else a socket file made 0600. A stale socket file at path is
+// with "@" (mode does not apply: any process in the network namespace may
+// connect), else a socket file given mode (0600: only kube-apiserver's
+// user, when it runs as the signer's). A stale socket file at path is
 // removed; a socket something still answers on, or a file that is not a
 // socket, is refused. The file is made before its mode is set, so the
 // directory holding it should admit only kube-apiserver's user.
-func Listen(path string) (net.Listener, error) {
+func Listen(path string, mode os.FileMode) (net.Listener, error) {
 	if path == "" {
 		return nil, errors.New("socket path: must not be empty")
 	}
@@ -95,9 +97,9 @@ func Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on socket %q: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := os.Chmod(path, mode.Perm()); err != nil {
 		_ = lis.Close()
-		return nil, fmt.Errorf("restricting socket %q to its owner: %w", path, err)
+		return nil, fmt.Errorf("setting the mode of socket %q to %#o: %w", path, mode.Perm(), err)
 	}
 	return lis, nil
 }

@@ -1,24 +1,21 @@
 // Package externaljwt serves kube-apiserver's external service-account token
 // signer API (k8s.io/externaljwt/apis/v1: Sign, FetchKeys, Metadata) over
-// gRPC, with keys from a KeySource. It is a building block for issue #33
-// and not yet wired into any binary.
+// gRPC: FetchKeys and Metadata from a KeySource (the verification keys and
+// the longest token lifetime), Sign through a Signer (rekey-agent
+// jwt-signer's forwards the claims to rekey-apiserver's signjwt, where the
+// key is). The server checks both against what kube-apiserver accepts, so
+// that a bad answer is refused here with a gRPC code rather than by
+// kube-apiserver later.
 package externaljwt
 
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -26,43 +23,17 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	externaljwtv1 "k8s.io/externaljwt/apis/v1"
 	"k8s.io/klog/v2"
+
+	"rekey.io/rekey/pkg/jwtkey"
 )
 
-// Algorithm is a JWS signing algorithm the server signs with.
-type Algorithm string
+// MinMaxTokenExpiration is the least kube-apiserver accepts from Metadata
+// (its validation.MinTokenAgeSec); below it kube-apiserver refuses to start.
+const MinMaxTokenExpiration = 600 * time.Second
 
-const (
-	// ES256 is ECDSA on P-256 with SHA-256 (the default of #33).
-	ES256 Algorithm = "ES256"
-	// RS256 is RSASSA-PKCS1-v1_5 with SHA-256, for verifiers that need RSA.
-	RS256 Algorithm = "RS256"
-)
-
-const (
-	// MaxClaimsSize caps the base64url claims of one Sign request, checked
-	// before decoding: the request comes from whoever can reach the socket.
-	// kube-apiserver's claims are a few hundred bytes.
-	MaxClaimsSize = 64 << 10
-	// MinMaxTokenExpiration is the least kube-apiserver accepts from
-	// Metadata (its validation.MinTokenAgeSec); below it kube-apiserver
-	// refuses to start.
-	MinMaxTokenExpiration = 600 * time.Second
-	// maxKeyIDLength is kube-apiserver's limit on a kid, in FetchKeys and
-	// in a signed header alike.
-	maxKeyIDLength = 1024
-	// minRSABits is the least RSA modulus the server signs with.
-	minRSABits = 2048
-)
-
-// SigningKey is the one key that signs new tokens.
-type SigningKey struct {
-	// KeyID is the JWS kid; it must be one of the KeySet's verification keys.
-	KeyID string
-	// Algorithm is ES256 (Signer holds a P-256 key) or RS256 (an RSA key).
-	Algorithm Algorithm
-	// Signer signs SHA-256 digests; an HSM's key works as well as one in memory.
-	Signer crypto.Signer
-}
+// maxHeaderSize caps the JWS header a Signer answers before it is decoded;
+// alg, kid (at most 1024 bytes) and typ fit well within it.
+const maxHeaderSize = 4 << 10
 
 // VerificationKey is a public key kube-apiserver accepts tokens from.
 type VerificationKey struct {
@@ -76,54 +47,97 @@ type VerificationKey struct {
 
 // KeySet is what a KeySource holds at one moment.
 type KeySet struct {
-	Signing      SigningKey
-	Verification []VerificationKey
+	Keys []VerificationKey
 	// DataTimestamp is when the key set last changed.
 	DataTimestamp time.Time
 	// RefreshHint is how soon kube-apiserver should fetch the keys again;
 	// it is rounded up to whole seconds and must be positive.
 	RefreshHint time.Duration
+	// MaxTokenExpiration is what Metadata answers: the longest token
+	// lifetime kube-apiserver may ask for; at least MinMaxTokenExpiration,
+	// whole seconds.
+	MaxTokenExpiration time.Duration
 }
 
-// KeySource hands out the current keys. Keys is called on every request, so
-// it should answer from memory.
+// KeySource hands out the current keys. Keys is called on every request,
+// so it should answer from memory; an error is answered as Unavailable
+// (nothing to serve yet), unless it carries a gRPC status.
 type KeySource interface {
 	Keys(ctx context.Context) (KeySet, error)
 }
 
+// Signer signs claims that DecodeClaims accepted, with the key that signs
+// now, and answers the unpadded base64url JWS header and signature and the
+// kid that signed. An error carrying a gRPC status (status.Error) is
+// answered with that status; any other as Internal. Sign checks that the
+// kid is one the KeySource serves for discovery before it answers.
+type Signer interface {
+	SignJWT(ctx context.Context, claims string) (header, signature, keyID string, err error)
+}
+
 // Options configure a Server.
 type Options struct {
-	// MaxTokenExpiration is what Metadata answers: the longest token
-	// lifetime kube-apiserver may ask for. At least MinMaxTokenExpiration.
-	MaxTokenExpiration time.Duration
+	// FetchedKeys, when set, is called with the key set of every
+	// FetchKeys answer, before it is sent: rekey-agent jwt-signer reports
+	// from it which keys its kube-apiserver has.
+	FetchedKeys func(ctx context.Context, ks KeySet)
 }
 
 // Server implements externaljwtv1.ExternalJWTSignerServer.
 type Server struct {
 	externaljwtv1.UnimplementedExternalJWTSignerServer
-	source             KeySource
-	maxTokenExpiration time.Duration
+	source KeySource
+	signer Signer
+	opts   Options
 }
 
 var _ externaljwtv1.ExternalJWTSignerServer = &Server{}
 
-// NewServer checks the options and returns the service implementation.
-func NewServer(source KeySource, opts Options) (*Server, error) {
+// NewServer returns the service implementation.
+func NewServer(source KeySource, signer Signer, opts Options) (*Server, error) {
 	if source == nil {
 		return nil, errors.New("externaljwt: source: must not be nil")
 	}
-	if opts.MaxTokenExpiration < MinMaxTokenExpiration {
-		return nil, fmt.Errorf("externaljwt: maxTokenExpiration: %s is less than the %s kube-apiserver requires", opts.MaxTokenExpiration, MinMaxTokenExpiration)
+	if signer == nil {
+		return nil, errors.New("externaljwt: signer: must not be nil")
 	}
-	if opts.MaxTokenExpiration%time.Second != 0 {
-		return nil, fmt.Errorf("externaljwt: maxTokenExpiration: %s is not a whole number of seconds", opts.MaxTokenExpiration)
+	return &Server{source: source, signer: signer, opts: opts}, nil
+}
+
+// keys reads the source; its error is a gRPC status error.
+func (s *Server) keys(ctx context.Context) (KeySet, error) {
+	ks, err := s.source.Keys(ctx)
+	if err == nil {
+		return ks, nil
 	}
-	return &Server{source: source, maxTokenExpiration: opts.MaxTokenExpiration}, nil
+	klog.FromContext(ctx).Error(err, "Reading the service-account token keys failed")
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return KeySet{}, err
+	}
+	return KeySet{}, status.Errorf(codes.Unavailable, "reading keys: %v", err)
 }
 
 // Metadata answers the longest token lifetime the signer supports.
 func (s *Server) Metadata(ctx context.Context, _ *externaljwtv1.MetadataRequest) (*externaljwtv1.MetadataResponse, error) {
-	return &externaljwtv1.MetadataResponse{MaxTokenExpirationSeconds: int64(s.maxTokenExpiration / time.Second)}, nil
+	ks, err := s.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMaxTokenExpiration(ks.MaxTokenExpiration); err != nil {
+		klog.FromContext(ctx).Error(err, "The key source's metadata cannot be served")
+		return nil, status.Errorf(codes.Internal, "maxTokenExpiration: %v", err)
+	}
+	return &externaljwtv1.MetadataResponse{MaxTokenExpirationSeconds: int64(ks.MaxTokenExpiration / time.Second)}, nil
+}
+
+func checkMaxTokenExpiration(d time.Duration) error {
+	if d < MinMaxTokenExpiration {
+		return fmt.Errorf("%s is less than the %s kube-apiserver requires", d, MinMaxTokenExpiration)
+	}
+	if d%time.Second != 0 {
+		return fmt.Errorf("%s is not a whole number of seconds", d)
+	}
+	return nil
 }
 
 // FetchKeys answers every verification key, in the form kube-apiserver
@@ -131,23 +145,27 @@ func (s *Server) Metadata(ctx context.Context, _ *externaljwtv1.MetadataRequest)
 // keys, a valid timestamp and a positive refresh hint.
 func (s *Server) FetchKeys(ctx context.Context, _ *externaljwtv1.FetchKeysRequest) (*externaljwtv1.FetchKeysResponse, error) {
 	logger := klog.FromContext(ctx)
-	ks, err := s.source.Keys(ctx)
+	ks, err := s.keys(ctx)
 	if err != nil {
-		logger.Error(err, "Reading the service-account token keys failed")
-		return nil, status.Errorf(codes.Unavailable, "reading keys: %v", err)
+		return nil, err
 	}
-	resp, err := fetchKeysResponse(ks)
+	resp, err := FetchKeysResponse(ks)
 	if err != nil {
 		logger.Error(err, "The key source's keys cannot be served")
 		return nil, status.Errorf(codes.Internal, "serving keys: %v", err)
+	}
+	if s.opts.FetchedKeys != nil {
+		s.opts.FetchedKeys(ctx, ks)
 	}
 	logger.V(4).Info("Served the verification keys", "keys", len(resp.Keys), "dataTimestamp", ks.DataTimestamp)
 	return resp, nil
 }
 
-func fetchKeysResponse(ks KeySet) (*externaljwtv1.FetchKeysResponse, error) {
-	if len(ks.Verification) == 0 {
-		return nil, errors.New("verification: no keys")
+// FetchKeysResponse is ks as FetchKeys answers it, or why kube-apiserver
+// would refuse it.
+func FetchKeysResponse(ks KeySet) (*externaljwtv1.FetchKeysResponse, error) {
+	if len(ks.Keys) == 0 {
+		return nil, errors.New("keys: none")
 	}
 	if ks.RefreshHint <= 0 {
 		return nil, fmt.Errorf("refreshHint: %s must be positive", ks.RefreshHint)
@@ -160,172 +178,116 @@ func fetchKeysResponse(ks KeySet) (*externaljwtv1.FetchKeysResponse, error) {
 		return nil, fmt.Errorf("dataTimestamp: %w", err)
 	}
 	resp := &externaljwtv1.FetchKeysResponse{
-		Keys:          make([]*externaljwtv1.Key, 0, len(ks.Verification)),
+		Keys:          make([]*externaljwtv1.Key, 0, len(ks.Keys)),
 		DataTimestamp: ts,
 		// Rounded up: a hint below one second would become 0, which
 		// kube-apiserver refuses.
 		RefreshHintSeconds: int64((ks.RefreshHint + time.Second - 1) / time.Second),
 	}
-	for i, k := range ks.Verification {
-		if err := checkKeyID(k.KeyID); err != nil {
-			return nil, fmt.Errorf("verification[%d].keyID: %w", i, err)
+	seen := map[string]bool{}
+	for i, k := range ks.Keys {
+		if err := jwtkey.CheckKeyID(k.KeyID); err != nil {
+			return nil, fmt.Errorf("keys[%d].keyID: %w", i, err)
 		}
+		if seen[k.KeyID] {
+			return nil, fmt.Errorf("keys[%d].keyID: %q is given twice", i, k.KeyID)
+		}
+		seen[k.KeyID] = true
 		der, err := x509.MarshalPKIXPublicKey(k.PublicKey)
 		if err != nil {
-			return nil, fmt.Errorf("verification[%d] (kid %q).publicKey: %w", i, k.KeyID, err)
+			return nil, fmt.Errorf("keys[%d] (kid %q).publicKey: %w", i, k.KeyID, err)
 		}
 		resp.Keys = append(resp.Keys, &externaljwtv1.Key{KeyId: k.KeyID, Key: der, ExcludeFromOidcDiscovery: k.ExcludeFromOIDCDiscovery})
 	}
 	return resp, nil
 }
 
-func checkKeyID(kid string) error {
-	if kid == "" {
-		return errors.New("must not be empty")
-	}
-	if len(kid) > maxKeyIDLength {
-		return fmt.Errorf("is %d bytes, more than %d", len(kid), maxKeyIDLength)
-	}
-	return nil
-}
-
 // header is the JWS protected header; kube-apiserver refuses any other field.
 type header struct {
-	Algorithm Algorithm `json:"alg"`
-	KeyID     string    `json:"kid"`
-	Type      string    `json:"typ"`
+	Algorithm jwtkey.Algorithm `json:"alg"`
+	KeyID     string           `json:"kid"`
+	Type      string           `json:"typ"`
 }
 
-// Sign signs the base64url claims kube-apiserver sends with the current
-// signing key and answers the header and the signature; kube-apiserver
-// assembles the token as header.claims.signature.
+// Sign checks the base64url claims kube-apiserver sends, has the Signer
+// sign them and answers the header and the signature; kube-apiserver
+// assembles the token as header.claims.signature. The answer is refused
+// unless its header is what kube-apiserver accepts and its kid is served
+// by FetchKeys for discovery: kube-apiserver never gets a token its own
+// keys cannot verify. Claims are never logged.
 func (s *Server) Sign(ctx context.Context, req *externaljwtv1.SignJWTRequest) (*externaljwtv1.SignJWTResponse, error) {
 	logger := klog.FromContext(ctx)
-	if err := checkClaims(req.GetClaims()); err != nil {
+	claims := req.GetClaims()
+	if _, err := jwtkey.DecodeClaims(claims); err != nil {
 		logger.V(2).Info("Refused to sign invalid claims", "err", err)
 		return nil, status.Errorf(codes.InvalidArgument, "claims: %v", err)
 	}
-	ks, err := s.source.Keys(ctx)
+	hdr64, sig64, kid, err := s.signer.SignJWT(ctx, claims)
 	if err != nil {
-		logger.Error(err, "Reading the service-account token keys failed")
-		return nil, status.Errorf(codes.Unavailable, "reading keys: %v", err)
-	}
-	resp, err := sign(ks, req.GetClaims())
-	if err != nil {
-		logger.Error(err, "Signing a service-account token failed", "kid", ks.Signing.KeyID)
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			logger.V(2).Info("Signing a service-account token failed", "code", st.Code(), "err", st.Message())
+			return nil, st.Err()
+		}
+		logger.Error(err, "Signing a service-account token failed")
 		return nil, status.Errorf(codes.Internal, "signing: %v", err)
 	}
-	logger.V(4).Info("Signed a service-account token", "kid", ks.Signing.KeyID, "alg", ks.Signing.Algorithm)
-	return resp, nil
-}
-
-// checkClaims checks that claims is base64url (unpadded, as JWS) of a JSON
-// object, its size capped before decoding.
-func checkClaims(claims string) error {
-	if claims == "" {
-		return errors.New("must not be empty")
-	}
-	if len(claims) > MaxClaimsSize {
-		return fmt.Errorf("%d bytes is more than the %d allowed", len(claims), MaxClaimsSize)
-	}
-	payload, err := base64.RawURLEncoding.Strict().DecodeString(claims)
+	ks, err := s.keys(ctx)
 	if err != nil {
-		return fmt.Errorf("not unpadded base64url: %w", err)
+		return nil, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &obj); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
+	if err := checkSigned(ks, hdr64, sig64, kid); err != nil {
+		logger.Error(err, "Refused the signer's answer", "kid", kid)
+		return nil, status.Errorf(codes.Unavailable, "signing: %v", err)
 	}
-	if obj == nil {
-		return errors.New("not a JSON object: null")
-	}
-	return nil
+	logger.V(4).Info("Signed a service-account token", "kid", kid)
+	return &externaljwtv1.SignJWTResponse{Header: hdr64, Signature: sig64}, nil
 }
 
-func sign(ks KeySet, claims string) (*externaljwtv1.SignJWTResponse, error) {
-	key := ks.Signing
-	if err := checkKeyID(key.KeyID); err != nil {
-		return nil, fmt.Errorf("signing key: keyID: %w", err)
+// checkSigned checks a Signer's answer against what kube-apiserver
+// accepts and the keys served: a header of exactly alg, kid and typ JWT,
+// its kid the one answered and a key served for discovery, alg the key's.
+func checkSigned(ks KeySet, hdr64, sig64, kid string) error {
+	if len(hdr64) > maxHeaderSize {
+		return fmt.Errorf("the header is %d bytes, more than %d", len(hdr64), maxHeaderSize)
 	}
-	if key.Signer == nil {
-		return nil, fmt.Errorf("signing key %q: no signer", key.KeyID)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(hdr64)
+	if err != nil {
+		return fmt.Errorf("the header is not unpadded base64url: %w", err)
 	}
-	// The signing key must be published before it signs (a token with an
-	// unknown kid fails review until the next fetch), and a key kept out of
-	// discovery only verifies old tokens: kube-apiserver refuses a token
-	// signed with one.
-	published := false
-	for _, v := range ks.Verification {
-		if v.KeyID != key.KeyID {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("the header is not a JSON object: %w", err)
+	}
+	var hdr header
+	if err := json.Unmarshal(raw, &hdr); err != nil || len(fields) != 3 || hdr.Type != "JWT" || hdr.Algorithm == "" {
+		return fmt.Errorf("the header %s is not exactly alg, kid and typ JWT", raw)
+	}
+	if hdr.KeyID != kid {
+		return fmt.Errorf("the header's kid %q is not the key that signed, %q", hdr.KeyID, kid)
+	}
+	if sig64 == "" {
+		return errors.New("no signature")
+	}
+	if _, err := base64.RawURLEncoding.Strict().DecodeString(sig64); err != nil {
+		return fmt.Errorf("the signature is not unpadded base64url: %w", err)
+	}
+	for _, k := range ks.Keys {
+		if k.KeyID != kid {
 			continue
 		}
-		if v.ExcludeFromOIDCDiscovery {
-			return nil, fmt.Errorf("signing key %q is excluded from OIDC discovery and may only verify", key.KeyID)
+		if k.ExcludeFromOIDCDiscovery {
+			// kube-apiserver refuses a token signed with a key kept out
+			// of discovery: it only verifies old tokens.
+			return fmt.Errorf("key %q is excluded from OIDC discovery and may only verify", kid)
 		}
-		published = true
-	}
-	if !published {
-		return nil, fmt.Errorf("signing key %q is not among the verification keys", key.KeyID)
-	}
-	if err := checkAlgorithm(key); err != nil {
-		return nil, fmt.Errorf("signing key %q: %w", key.KeyID, err)
-	}
-	hdr, err := json.Marshal(header{Algorithm: key.Algorithm, KeyID: key.KeyID, Type: "JWT"})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the header: %w", err)
-	}
-	hdr64 := base64.RawURLEncoding.EncodeToString(hdr)
-	digest := sha256.Sum256([]byte(hdr64 + "." + claims))
-	sig, err := key.Signer.Sign(rand.Reader, digest[:], crypto.SHA256)
-	if err != nil {
-		return nil, fmt.Errorf("signing key %q: %w", key.KeyID, err)
-	}
-	if key.Algorithm == ES256 {
-		if sig, err = ecdsaASN1ToJWS(sig, 32); err != nil {
-			return nil, fmt.Errorf("signing key %q: %w", key.KeyID, err)
+		alg, err := jwtkey.AlgorithmFor(k.PublicKey)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", kid, err)
 		}
-	}
-	return &externaljwtv1.SignJWTResponse{Header: hdr64, Signature: base64.RawURLEncoding.EncodeToString(sig)}, nil
-}
-
-// checkAlgorithm checks that the signer's key is of the kind its algorithm names.
-func checkAlgorithm(key SigningKey) error {
-	switch key.Algorithm {
-	case ES256:
-		pub, ok := key.Signer.Public().(*ecdsa.PublicKey)
-		if !ok || pub.Curve != elliptic.P256() {
-			return fmt.Errorf("algorithm %s needs a P-256 ECDSA key", key.Algorithm)
+		if alg != hdr.Algorithm {
+			return fmt.Errorf("key %q signs %s, the header says %s", kid, alg, hdr.Algorithm)
 		}
-	case RS256:
-		pub, ok := key.Signer.Public().(*rsa.PublicKey)
-		if !ok {
-			return fmt.Errorf("algorithm %s needs an RSA key", key.Algorithm)
-		}
-		if pub.N.BitLen() < minRSABits {
-			return fmt.Errorf("algorithm %s needs an RSA key of at least %d bits, not %d", key.Algorithm, minRSABits, pub.N.BitLen())
-		}
-	default:
-		return fmt.Errorf("algorithm %q is not ES256 or RS256", key.Algorithm)
+		return nil
 	}
-	return nil
-}
-
-// ecdsaASN1ToJWS turns crypto.Signer's ASN.1 ECDSA signature into JWS's
-// fixed-size R||S (RFC 7518 section 3.4).
-func ecdsaASN1ToJWS(der []byte, size int) ([]byte, error) {
-	var sig struct{ R, S *big.Int }
-	rest, err := asn1.Unmarshal(der, &sig)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the ECDSA signature: %w", err)
-	}
-	if len(rest) != 0 {
-		return nil, errors.New("parsing the ECDSA signature: trailing data")
-	}
-	if sig.R.Sign() <= 0 || sig.S.Sign() <= 0 || sig.R.BitLen() > size*8 || sig.S.BitLen() > size*8 {
-		return nil, errors.New("the ECDSA signature is out of range")
-	}
-	out := make([]byte, 2*size)
-	sig.R.FillBytes(out[:size])
-	sig.S.FillBytes(out[size:])
-	return out, nil
+	return fmt.Errorf("key %q is not among the keys served (FetchKeys)", kid)
 }

@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 	externaljwtv1 "k8s.io/externaljwt/apis/v1"
 	"k8s.io/klog/v2/ktesting"
+
+	"rekey.io/rekey/pkg/jwtkey"
 )
 
 // fakeSource is a KeySource whose key set a test replaces.
@@ -46,6 +48,22 @@ func (f *fakeSource) set(ks KeySet) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ks = ks
+}
+
+// localSigner signs with a key in memory, through jwtkey.Sign: the
+// Signer of these tests (rekey-agent jwt-signer's signs in rekey-apiserver).
+type localSigner struct {
+	kid    string
+	signer crypto.Signer
+	err    error
+}
+
+func (l *localSigner) SignJWT(_ context.Context, claims string) (string, string, string, error) {
+	if l.err != nil {
+		return "", "", "", l.err
+	}
+	hdr, sig, err := jwtkey.Sign(l.signer, l.kid, claims)
+	return hdr, sig, l.kid, err
 }
 
 var (
@@ -68,27 +86,27 @@ func testKeys(t testing.TB) (*ecdsa.PrivateKey, *rsa.PrivateKey) {
 	return ecKey, rsaKey
 }
 
-func keySet(kid string, alg Algorithm, signer crypto.Signer) KeySet {
+func keySet(kid string, signer crypto.Signer) KeySet {
 	return KeySet{
-		Signing:       SigningKey{KeyID: kid, Algorithm: alg, Signer: signer},
-		Verification:  []VerificationKey{{KeyID: kid, PublicKey: signer.Public()}},
-		DataTimestamp: time.Unix(1700000000, 0),
-		RefreshHint:   time.Minute,
+		Keys:               []VerificationKey{{KeyID: kid, PublicKey: signer.Public()}},
+		DataTimestamp:      time.Unix(1700000000, 0),
+		RefreshHint:        time.Minute,
+		MaxTokenExpiration: 24 * time.Hour,
 	}
 }
 
 // startServer serves a Server for source on a Unix socket in a temporary
 // directory and returns a client of the generated v1 API.
-func startServer(t *testing.T, source KeySource) externaljwtv1.ExternalJWTSignerClient {
+func startServer(t *testing.T, source KeySource, signer Signer, opts Options) externaljwtv1.ExternalJWTSignerClient {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	srv, err := NewServer(source, Options{MaxTokenExpiration: 24 * time.Hour})
+	srv, err := NewServer(source, signer, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "signer.sock")
-	lis, err := Listen(path)
+	lis, err := Listen(path, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +212,18 @@ func verifyJWT(t *testing.T, token string, keys []*externaljwtv1.Key) map[string
 func TestSignVerifies(t *testing.T) {
 	ec, rk := testKeys(t)
 	for _, tc := range []struct {
-		alg    Algorithm
+		alg    jwtkey.Algorithm
 		signer crypto.Signer
-	}{{ES256, ec}, {RS256, rk}} {
+	}{{jwtkey.ES256, ec}, {jwtkey.RS256, rk}} {
 		t.Run(string(tc.alg), func(t *testing.T) {
-			client := startServer(t, &fakeSource{ks: keySet("kid-"+string(tc.alg), tc.alg, tc.signer)})
+			kid := "kid-" + string(tc.alg)
+			var fetched []KeySet
+			var mu sync.Mutex
+			client := startServer(t, &fakeSource{ks: keySet(kid, tc.signer)}, &localSigner{kid: kid, signer: tc.signer}, Options{FetchedKeys: func(_ context.Context, ks KeySet) {
+				mu.Lock()
+				defer mu.Unlock()
+				fetched = append(fetched, ks)
+			}})
 			ctx := t.Context()
 			keys, err := client.FetchKeys(ctx, &externaljwtv1.FetchKeysRequest{})
 			if err != nil {
@@ -207,13 +232,18 @@ func TestSignVerifies(t *testing.T) {
 			if len(keys.Keys) != 1 || keys.RefreshHintSeconds != 60 || !keys.DataTimestamp.AsTime().Equal(time.Unix(1700000000, 0)) {
 				t.Fatalf("FetchKeys = %v", keys)
 			}
+			mu.Lock()
+			if len(fetched) != 1 || fetched[0].Keys[0].KeyID != kid {
+				t.Errorf("FetchedKeys saw %v, want the one answer", fetched)
+			}
+			mu.Unlock()
 			c := claims64(t, map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:default:default", "exp": 1700003600})
 			resp, err := client.Sign(ctx, &externaljwtv1.SignJWTRequest{Claims: c})
 			if err != nil {
 				t.Fatal(err)
 			}
 			hdr := verifyJWT(t, resp.Header+"."+c+"."+resp.Signature, keys.Keys)
-			if hdr["alg"] != string(tc.alg) || hdr["kid"] != "kid-"+string(tc.alg) {
+			if hdr["alg"] != string(tc.alg) || hdr["kid"] != kid {
 				t.Errorf("header = %v", hdr)
 			}
 		})
@@ -222,10 +252,10 @@ func TestSignVerifies(t *testing.T) {
 
 func TestSignRefusesClaims(t *testing.T) {
 	ec, _ := testKeys(t)
-	client := startServer(t, &fakeSource{ks: keySet("k1", ES256, ec)})
+	client := startServer(t, &fakeSource{ks: keySet("k1", ec)}, &localSigner{kid: "k1", signer: ec}, Options{})
 	for name, c := range map[string]string{
 		"empty":          "",
-		"oversize":       base64.RawURLEncoding.EncodeToString([]byte(`{"a":"` + strings.Repeat("x", MaxClaimsSize) + `"}`)),
+		"oversize":       base64.RawURLEncoding.EncodeToString([]byte(`{"a":"` + strings.Repeat("x", jwtkey.MaxClaimsSize) + `"}`)),
 		"invalid base64": "eyJ!!!",
 		"padded":         base64.URLEncoding.EncodeToString([]byte(`{"a":1}`)),
 		"std alphabet":   base64.StdEncoding.EncodeToString([]byte(`{"a":"???>>>"}`)),
@@ -242,14 +272,16 @@ func TestSignRefusesClaims(t *testing.T) {
 	}
 }
 
-func TestSignRefusesExcludedKey(t *testing.T) {
-	ec, _ := testKeys(t)
-	ks := keySet("old", ES256, ec)
-	ks.Verification[0].ExcludeFromOIDCDiscovery = true
+// A Signer's answer kube-apiserver could not verify with the keys served
+// is refused: a kid not served, or served only to verify old tokens.
+func TestSignRefusesKeysNotServed(t *testing.T) {
+	ec, rk := testKeys(t)
+	ks := keySet("old", ec)
+	ks.Keys[0].ExcludeFromOIDCDiscovery = true
 	source := &fakeSource{ks: ks}
-	client := startServer(t, source)
+	client := startServer(t, source, &localSigner{kid: "old", signer: ec}, Options{})
 	c := claims64(t, map[string]any{"sub": "x"})
-	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "excluded") {
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "excluded") {
 		t.Fatalf("Sign with an excluded key = %v, want refused", err)
 	}
 	// The excluded key is still served, to verify the tokens it signed.
@@ -257,63 +289,116 @@ func TestSignRefusesExcludedKey(t *testing.T) {
 	if err != nil || len(keys.Keys) != 1 || !keys.Keys[0].ExcludeFromOidcDiscovery {
 		t.Fatalf("FetchKeys = %v, %v", keys, err)
 	}
-	// A signing key that is not published does not sign either.
-	ks2 := keySet("new", ES256, ec)
-	ks2.Verification[0].KeyID = "other"
-	source.set(ks2)
-	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Internal {
-		t.Fatalf("Sign with an unpublished key = %v, want refused", err)
+	// A kid that is not served.
+	source.set(keySet("other", ec))
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not among the keys served") {
+		t.Fatalf("Sign with an unpublished key = %v, want Unavailable", err)
+	}
+	// A kid served with another kind of key than the header's alg.
+	source.set(keySet("old", rk))
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "signs RS256") {
+		t.Fatalf("Sign with an ES256 header for an RSA key = %v, want Unavailable", err)
 	}
 }
 
-func TestSignRefusesMismatchedAlgorithm(t *testing.T) {
-	ec, rk := testKeys(t)
+func TestCheckSigned(t *testing.T) {
+	ec, _ := testKeys(t)
+	ks := keySet("k", ec)
 	c := claims64(t, map[string]any{"sub": "x"})
-	for _, ks := range []KeySet{keySet("k", RS256, ec), keySet("k", ES256, rk), keySet("k", "HS256", ec)} {
-		if _, err := sign(ks, c); err == nil {
-			t.Errorf("sign with %s and %T: no error", ks.Signing.Algorithm, ks.Signing.Signer)
+	hdr, sig, err := jwtkey.Sign(ec, "k", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSigned(ks, hdr, sig, "k"); err != nil {
+		t.Fatalf("a good answer: %v", err)
+	}
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for name, tc := range map[string]struct{ hdr, sig, kid string }{
+		"kid differs":      {hdr, sig, "other"},
+		"extra field":      {enc(`{"alg":"ES256","kid":"k","typ":"JWT","x5u":"http://x"}`), sig, "k"},
+		"no typ":           {enc(`{"alg":"ES256","kid":"k"}`), sig, "k"},
+		"typ not JWT":      {enc(`{"alg":"ES256","kid":"k","cty":"JWT"}`), sig, "k"},
+		"alg none":         {enc(`{"alg":"none","kid":"k","typ":"JWT"}`), sig, "k"},
+		"header not json":  {enc(`alg`), sig, "k"},
+		"header padded":    {base64.URLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"k","typ":"JWT"}`)), sig, "k"},
+		"header oversized": {strings.Repeat("A", maxHeaderSize+1), sig, "k"},
+		"no signature":     {hdr, "", "k"},
+		"signature bad":    {hdr, "!!", "k"},
+	} {
+		if err := checkSigned(ks, tc.hdr, tc.sig, tc.kid); err == nil {
+			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// A Signer's gRPC status is answered as it is; another error is Internal.
+func TestSignerErrors(t *testing.T) {
+	ec, _ := testKeys(t)
+	signer := &localSigner{kid: "k", signer: ec, err: status.Error(codes.Unavailable, "rekey-apiserver is unreachable")}
+	client := startServer(t, &fakeSource{ks: keySet("k", ec)}, signer, Options{})
+	c := claims64(t, map[string]any{"sub": "x"})
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("Sign = %v, want the signer's Unavailable", err)
+	}
+	signer.err = errors.New("boom")
+	if _, err := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c}); status.Code(err) != codes.Internal {
+		t.Fatalf("Sign = %v, want Internal", err)
 	}
 }
 
 func TestFetchKeysRefusesWhatKubeAPIServerRefuses(t *testing.T) {
 	ec, _ := testKeys(t)
 	for name, mutate := range map[string]func(*KeySet){
-		"no keys":        func(ks *KeySet) { ks.Verification = nil },
+		"no keys":        func(ks *KeySet) { ks.Keys = nil },
 		"zero hint":      func(ks *KeySet) { ks.RefreshHint = 0 },
 		"no timestamp":   func(ks *KeySet) { ks.DataTimestamp = time.Time{} },
-		"empty kid":      func(ks *KeySet) { ks.Verification[0].KeyID = "" },
-		"long kid":       func(ks *KeySet) { ks.Verification[0].KeyID = strings.Repeat("k", 1025) },
-		"bad public key": func(ks *KeySet) { ks.Verification[0].PublicKey = "not a key" },
+		"empty kid":      func(ks *KeySet) { ks.Keys[0].KeyID = "" },
+		"long kid":       func(ks *KeySet) { ks.Keys[0].KeyID = strings.Repeat("k", 1025) },
+		"bad public key": func(ks *KeySet) { ks.Keys[0].PublicKey = "not a key" },
+		"kid twice":      func(ks *KeySet) { ks.Keys = append(ks.Keys, ks.Keys[0]) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			ks := keySet("k", ES256, ec)
+			ks := keySet("k", ec)
 			mutate(&ks)
-			client := startServer(t, &fakeSource{ks: ks})
+			called := false
+			client := startServer(t, &fakeSource{ks: ks}, &localSigner{kid: "k", signer: ec}, Options{FetchedKeys: func(context.Context, KeySet) { called = true }})
 			if _, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.Internal {
 				t.Fatalf("FetchKeys = %v, want Internal", err)
+			}
+			if called {
+				t.Error("FetchedKeys was called for a refused answer")
 			}
 		})
 	}
 	t.Run("source error", func(t *testing.T) {
-		client := startServer(t, &fakeSource{err: errors.New("etcd down")})
+		client := startServer(t, &fakeSource{err: errors.New("no keys yet")}, &localSigner{kid: "k", signer: ec}, Options{})
 		if _, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("FetchKeys = %v, want Unavailable", err)
 		}
+		if _, err := client.Metadata(t.Context(), &externaljwtv1.MetadataRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Metadata = %v, want Unavailable", err)
+		}
+	})
+	t.Run("source status", func(t *testing.T) {
+		client := startServer(t, &fakeSource{err: status.Error(codes.FailedPrecondition, "wrong CA")}, &localSigner{kid: "k", signer: ec}, Options{})
+		if _, err := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("FetchKeys = %v, want the source's FailedPrecondition", err)
+		}
 	})
 	t.Run("sub-second hint rounds up", func(t *testing.T) {
-		ks := keySet("k", ES256, ec)
+		ks := keySet("k", ec)
 		ks.RefreshHint = time.Millisecond
-		resp, err := fetchKeysResponse(ks)
+		resp, err := FetchKeysResponse(ks)
 		if err != nil || resp.RefreshHintSeconds != 1 {
-			t.Fatalf("fetchKeysResponse = %v, %v", resp, err)
+			t.Fatalf("FetchKeysResponse = %v, %v", resp, err)
 		}
 	})
 }
 
 func TestMetadata(t *testing.T) {
 	ec, _ := testKeys(t)
-	client := startServer(t, &fakeSource{ks: keySet("k", ES256, ec)})
+	source := &fakeSource{ks: keySet("k", ec)}
+	client := startServer(t, source, &localSigner{kid: "k", signer: ec}, Options{})
 	resp, err := client.Metadata(t.Context(), &externaljwtv1.MetadataRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -322,12 +407,18 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("MaxTokenExpirationSeconds = %d, want 86400", resp.MaxTokenExpirationSeconds)
 	}
 	for _, d := range []time.Duration{0, 599 * time.Second, 600*time.Second + time.Millisecond} {
-		if _, err := NewServer(&fakeSource{}, Options{MaxTokenExpiration: d}); err == nil {
-			t.Errorf("NewServer with maxTokenExpiration %s: no error", d)
+		ks := keySet("k", ec)
+		ks.MaxTokenExpiration = d
+		source.set(ks)
+		if _, err := client.Metadata(t.Context(), &externaljwtv1.MetadataRequest{}); status.Code(err) != codes.Internal {
+			t.Errorf("Metadata with maxTokenExpiration %s = %v, want Internal", d, err)
 		}
 	}
-	if _, err := NewServer(nil, Options{MaxTokenExpiration: time.Hour}); err == nil {
+	if _, err := NewServer(nil, &localSigner{}, Options{}); err == nil {
 		t.Error("NewServer with no source: no error")
+	}
+	if _, err := NewServer(source, nil, Options{}); err == nil {
+		t.Error("NewServer with no signer: no error")
 	}
 }
 
@@ -344,11 +435,14 @@ func TestListen(t *testing.T) {
 		if err := old.Close(); err != nil {
 			t.Fatal(err)
 		}
-		lis, err := Listen(path)
+		lis, err := Listen(path, 0o660)
 		if err != nil {
 			t.Fatalf("Listen over a stale socket: %v", err)
 		}
 		defer func() { _ = lis.Close() }()
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o660 {
+			t.Fatalf("socket mode: %v, %v; want 660", fi.Mode(), err)
+		}
 		conn, err := net.Dial("unix", path)
 		if err != nil {
 			t.Fatalf("dialing the new socket: %v", err)
@@ -362,7 +456,7 @@ func TestListen(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = live.Close() }()
-		if lis, err := Listen(path); err == nil {
+		if lis, err := Listen(path, 0o600); err == nil {
 			_ = lis.Close()
 			t.Fatal("Listen over a socket in use: no error")
 		}
@@ -372,7 +466,7 @@ func TestListen(t *testing.T) {
 		if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if lis, err := Listen(path); err == nil {
+		if lis, err := Listen(path, 0o600); err == nil {
 			_ = lis.Close()
 			t.Fatal("Listen over a regular file: no error")
 		}
@@ -382,7 +476,7 @@ func TestListen(t *testing.T) {
 	})
 	t.Run("abstract", func(t *testing.T) {
 		name := "@rekey-externaljwt-test-" + filepath.Base(dir)
-		lis, err := Listen(name)
+		lis, err := Listen(name, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
