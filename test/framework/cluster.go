@@ -573,6 +573,12 @@ func (c *Cluster) serviceAccountKubeconfig(namespace, name string) (string, erro
 // authenticates as user in groups with a client certificate, and returns
 // its path.
 func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) {
+	return c.UserKubeconfigAt(c.KubeAPIURL, user, groups...)
+}
+
+// UserKubeconfigAt is UserKubeconfig for another kube-apiserver of the
+// cluster (one StartSecondKubeAPIServer started) at server.
+func (c *Cluster) UserKubeconfigAt(server, user string, groups ...string) (string, error) {
 	kp, err := c.ClientCA.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -585,7 +591,10 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) 
 		return "", err
 	}
 	path := filepath.Join(c.Dir, "kubeconfig-"+sanitize(user))
-	return path, standalone.WriteKubeconfig(path, c.KubeAPIURL, c.ServingCA.CertPEM(), user, kp.CertPEM(), keyPEM)
+	if server != c.KubeAPIURL {
+		path += "-" + sanitize(strings.TrimPrefix(server, "https://"))
+	}
+	return path, standalone.WriteKubeconfig(path, server, c.ServingCA.CertPEM(), user, kp.CertPEM(), keyPEM)
 }
 
 // ClientCertificate writes a client certificate of the cluster's client CA
