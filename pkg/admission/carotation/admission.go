@@ -2,7 +2,8 @@
 // subresource of CertificateAuthorities (Start only from "" or Completed,
 // Prepare, always forced, only in Preparing, Complete only from Prepared
 // and, unless forced, only when every
-// certificate of the previous CA was renewed) and of RotatingCredentials
+// certificate of the previous CA was renewed, or for a ServiceAccountTokens
+// CA every token of the previous key expired) and of RotatingCredentials
 // (Start except while a grace period runs, Complete only then). A refused action is a 409
 // Conflict whose message names the current phase and what it allows.
 package carotation
@@ -15,6 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/utils/clock"
 
 	"rekey.io/rekey/pkg/admission/rekeyinit"
 	"rekey.io/rekey/pkg/apis/rotation"
@@ -34,6 +36,9 @@ type Plugin struct {
 	*admission.Handler
 	cas   rekeyinit.CertificateAuthorityGetter
 	creds rekeyinit.RotatingCredentialGetter
+	// clock says whether a ServiceAccountTokens CA's previous tokens have
+	// expired.
+	clock clock.PassiveClock
 }
 
 var (
@@ -43,7 +48,9 @@ var (
 )
 
 // New returns a plugin that still needs a CertificateAuthority getter.
-func New() *Plugin { return &Plugin{Handler: admission.NewHandler(admission.Create)} }
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create), clock: clock.RealClock{}}
+}
 
 // SetCertificateAuthorities is called by the rekey initializer.
 func (p *Plugin) SetCertificateAuthorities(g rekeyinit.CertificateAuthorityGetter) { p.cas = g }
@@ -90,7 +97,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if err != nil {
 		return readError(a, "CertificateAuthority", err)
 	}
-	if err := validation.CheckTransition(ca, r); err != nil {
+	if err := validation.CheckTransition(ca, r, p.clock.Now()); err != nil {
 		return apierrors.NewConflict(rotation.Resource("certificateauthorities"), a.GetName(), err)
 	}
 	return nil

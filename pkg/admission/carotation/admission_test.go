@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 )
@@ -124,5 +126,32 @@ func TestRotatingCredentialPhases(t *testing.T) {
 		rotation.Resource("rotatingcredentials").WithVersion("v1alpha1"), "rotate", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "op"})
 	if err := p.Validate(context.Background(), a, nil); !apierrors.IsNotFound(err) {
 		t.Errorf("missing RotatingCredential: %v", err)
+	}
+}
+
+// TestServiceAccountTokensCompleteWaitsForTokens: the plugin judges a
+// ServiceAccountTokens CA's Complete at its clock's time: a 409 naming the
+// previous key's kid while its tokens may be valid, allowed after.
+func TestServiceAccountTokensCompleteWaitsForTokens(t *testing.T) {
+	expire := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ca := &rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "sa"},
+		Spec: rotation.CertificateAuthoritySpec{KeyStore: rotation.KeyStore{Type: rotation.KeyStoreEtcd}, Purpose: rotation.PurposeServiceAccountTokens,
+			ServiceAccountTokens: &rotation.ServiceAccountTokenKeys{MaxTokenExpiration: &metav1.Duration{Duration: time.Hour}}},
+		Status: rotation.CertificateAuthorityStatus{Phase: rotation.PhasePrepared,
+			Previous: &rotation.CACertificate{TokenKeyID: "old", TokensExpireTime: &metav1.Time{Time: expire}}}}
+	clk := clocktesting.NewFakePassiveClock(expire.Add(-time.Second))
+	p := New()
+	p.clock = clk
+	p.SetCertificateAuthorities(getter{"sa": ca})
+	complete := attrs(&rotation.Rotation{Action: rotation.RotationComplete}, "sa", "rotate")
+	if err := p.Validate(context.Background(), complete, nil); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "(kid old) may be valid until 2026-11-25T12:00:00Z") {
+		t.Fatalf("Complete before the tokens expired: %v, want a 409 naming kid and time", err)
+	}
+	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: rotation.RotationComplete, Force: true}, "sa", "rotate"), nil); err != nil {
+		t.Fatalf("forced: %v", err)
+	}
+	clk.SetTime(expire)
+	if err := p.Validate(context.Background(), complete, nil); err != nil {
+		t.Fatalf("Complete once they expired: %v", err)
 	}
 }

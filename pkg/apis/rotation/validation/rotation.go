@@ -43,10 +43,13 @@ var allowedIn = map[rotation.RotationAction][]rotation.RotationPhase{
 }
 
 // CheckTransition says whether a CertificateAuthority may take the
-// rotation's action now. The error names the current phase and where the
-// action is allowed, e.g. "cannot Complete: phase is Preparing; Complete
-// is allowed only in Prepared".
-func CheckTransition(ca *rotation.CertificateAuthority, r *rotation.Rotation) error {
+// rotation's action at now. The error names the current phase and where
+// the action is allowed, e.g. "cannot Complete: phase is Preparing;
+// Complete is allowed only in Prepared". A ServiceAccountTokens CA's
+// Complete, unless forced, also waits until every token the previous key
+// signed has expired (status.previous.tokensExpireTime): completing
+// removes that key from what kube-apiserver verifies with.
+func CheckTransition(ca *rotation.CertificateAuthority, r *rotation.Rotation, now time.Time) error {
 	if ca.Spec.KeyStore.Type == rotation.KeyStoreFile {
 		return fmt.Errorf("cannot %s: CertificateAuthority %q adopts its CA from files, which rekey does not write; "+
 			"replace the files (rekey signs with the new CA at once) or create a CertificateAuthority with an Etcd or PKCS11 key store", r.Action, ca.Name)
@@ -60,11 +63,40 @@ func CheckTransition(ca *rotation.CertificateAuthority, r *rotation.Rotation) er
 	if !ok {
 		return fmt.Errorf("cannot %s: phase is %s; %s is allowed only in %s", r.Action, phaseName(phase), r.Action, phaseList(allowed))
 	}
+	if r.Action == rotation.RotationComplete && !r.Force && ca.Spec.Purpose == rotation.PurposeServiceAccountTokens {
+		if err := previousTokensExpired(ca, now); err != nil {
+			return err
+		}
+	}
 	if r.Action == rotation.RotationComplete && !r.Force && ca.Status.PendingRenewal > 0 {
 		return fmt.Errorf("cannot Complete: %d certificate(s) signed by the previous CA are still valid and were not renewed "+
 			"(kubectl rekey status %s lists them); they would stop verifying. Wait for them to renew, or complete with force", ca.Status.PendingRenewal, ca.Name)
 	}
 	return nil
+}
+
+// previousTokensExpired says whether every token a ServiceAccountTokens
+// CA's previous key signed has expired at now.
+func previousTokensExpired(ca *rotation.CertificateAuthority, now time.Time) error {
+	prev := ca.Status.Previous
+	if prev == nil || prev.TokensExpireTime == nil {
+		return errors.New("cannot Complete: when the tokens signed by the previous key expire is not known yet " +
+			"(status.previous.tokensExpireTime is unset until the CertificateAuthority controller reports the rotation Prepared); wait for it, or complete with force")
+	}
+	if !now.Before(prev.TokensExpireTime.Time) {
+		return nil
+	}
+	kid := prev.TokenKeyID
+	if kid == "" {
+		kid = "unknown"
+	}
+	maxExp := "spec.serviceAccountTokens.maxTokenExpiration"
+	if t := ca.Spec.ServiceAccountTokens; t != nil && t.MaxTokenExpiration != nil {
+		maxExp += " (" + t.MaxTokenExpiration.Duration.String() + ")"
+	}
+	return fmt.Errorf("cannot Complete: tokens signed by the previous key (kid %s) may be valid until %s (%s after the new key began to sign, and a minute); "+
+		"completing now makes kube-apiserver refuse them. Wait until then, or complete with force",
+		kid, prev.TokensExpireTime.UTC().Format(time.RFC3339), maxExp)
 }
 
 func phaseName(p rotation.RotationPhase) string {

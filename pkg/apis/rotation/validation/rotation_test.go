@@ -3,6 +3,7 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"rekey.io/rekey/pkg/apis/rotation"
 )
@@ -20,7 +21,7 @@ func TestCheckTransition(t *testing.T) {
 			ca := etcdCA()
 			ca.Status.Phase = phase
 			// Prepare exists only forced (ValidateRotation).
-			err := CheckTransition(ca, &rotation.Rotation{Action: action, Force: action == rotation.RotationPrepare})
+			err := CheckTransition(ca, &rotation.Rotation{Action: action, Force: action == rotation.RotationPrepare}, time.Now())
 			if allowed[action][phase] {
 				if err != nil {
 					t.Errorf("%s in %q refused: %v", action, phase, err)
@@ -41,7 +42,7 @@ func TestCheckTransition(t *testing.T) {
 	}
 	ca := etcdCA()
 	ca.Status.Phase = rotation.PhasePreparing
-	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete}); err == nil || err.Error() != "cannot Complete: phase is Preparing; Complete is allowed only in Prepared" {
+	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete}, time.Now()); err == nil || err.Error() != "cannot Complete: phase is Preparing; Complete is allowed only in Prepared" {
 		t.Errorf("message %q", err)
 	}
 }
@@ -50,15 +51,15 @@ func TestCompleteWithPendingRenewals(t *testing.T) {
 	ca := etcdCA()
 	ca.Status.Phase = rotation.PhasePrepared
 	ca.Status.PendingRenewal = 3
-	err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete})
+	err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete}, time.Now())
 	if err == nil || !strings.Contains(err.Error(), "3 certificate(s)") || !strings.Contains(err.Error(), "force") {
 		t.Fatalf("error %v, want one with the count and the way out", err)
 	}
-	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete, Force: true}); err != nil {
+	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete, Force: true}, time.Now()); err != nil {
 		t.Fatalf("forced: %v", err)
 	}
 	ca.Status.PendingRenewal = 0
-	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete}); err != nil {
+	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationComplete}, time.Now()); err != nil {
 		t.Fatalf("nothing pending: %v", err)
 	}
 }
@@ -66,7 +67,7 @@ func TestCompleteWithPendingRenewals(t *testing.T) {
 func TestFileCAsAreNotRotated(t *testing.T) {
 	ca := etcdCA()
 	ca.Spec.KeyStore = rotation.KeyStore{Type: rotation.KeyStoreFile}
-	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationStart}); err == nil || !strings.Contains(err.Error(), "replace the files") {
+	if err := CheckTransition(ca, &rotation.Rotation{Action: rotation.RotationStart}, time.Now()); err == nil || !strings.Contains(err.Error(), "replace the files") {
 		t.Fatalf("File CA: %v", err)
 	}
 }

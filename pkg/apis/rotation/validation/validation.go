@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/jwtkey"
 	"rekey.io/rekey/pkg/signing"
 	"rekey.io/rekey/pkg/signing/keystorepaths"
 	"rekey.io/rekey/pkg/strictpem"
@@ -57,6 +58,7 @@ func ValidateCertificateAuthority(ca *rotation.CertificateAuthority) field.Error
 	}
 	allErrs = append(allErrs, validatePublish(ca.Spec.Publish, spec.Child("publish"))...)
 	allErrs = append(allErrs, validateRotationPolicy(ca.Spec.Rotation, spec.Child("rotation"))...)
+	allErrs = append(allErrs, validatePurpose(&ca.Spec, spec)...)
 	if ca.Spec.KeyStore.Type != rotation.KeyStoreFile && ca.Spec.KeyStore.File != nil {
 		allErrs = append(allErrs, field.Forbidden(ks.Child("file"), "only for type File"))
 	}
@@ -123,7 +125,10 @@ func ValidateCertificateAuthorityUpdate(newCA, oldCA *rotation.CertificateAuthor
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newCA.ObjectMeta, &oldCA.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateImmutableCASpec(&newCA.Spec, &oldCA.Spec, field.NewPath("spec"))...)
 	allErrs = append(allErrs, validatePublish(newCA.Spec.Publish, field.NewPath("spec", "publish"))...)
-	return append(allErrs, validateRotationPolicy(newCA.Spec.Rotation, field.NewPath("spec", "rotation"))...)
+	allErrs = append(allErrs, validateRotationPolicy(newCA.Spec.Rotation, field.NewPath("spec", "rotation"))...)
+	// legacyPublicKeys and publish may change: what they may hold is
+	// checked again, as on create.
+	return append(allErrs, validatePurpose(&newCA.Spec, field.NewPath("spec"))...)
 }
 
 // immutableCA is what an error on a CA's fixed fields says to do instead.
@@ -153,10 +158,16 @@ func validateImmutableCASpec(newSpec, oldSpec *rotation.CertificateAuthoritySpec
 	if !apiequality.Semantic.DeepEqual(ks.Pkcs11, oks.Pkcs11) {
 		allErrs = append(allErrs, field.Forbidden(kf.Child("pkcs11"), immutableCA))
 	}
+	if newSpec.Purpose != oldSpec.Purpose {
+		allErrs = append(allErrs, field.Invalid(f.Child("purpose"), string(newSpec.Purpose),
+			"field is immutable: a key signs certificates or service-account tokens for its whole life; create another CertificateAuthority for the other purpose"))
+	}
+	allErrs = append(allErrs, validateImmutableTokenKeys(newSpec.ServiceAccountTokens, oldSpec.ServiceAccountTokens, f.Child("serviceAccountTokens"))...)
 	// A field added to the spec later is fixed too until it is named above.
 	n, o := *newSpec, *oldSpec
 	n.CommonName, n.KeyAlgorithm, n.Validity, n.KeyStore, n.Publish, n.Rotation = "", "", metav1.Duration{}, rotation.KeyStore{}, nil, nil
 	o.CommonName, o.KeyAlgorithm, o.Validity, o.KeyStore, o.Publish, o.Rotation = "", "", metav1.Duration{}, rotation.KeyStore{}, nil, nil
+	n.Purpose, n.ServiceAccountTokens, o.Purpose, o.ServiceAccountTokens = "", nil, "", nil
 	if !apiequality.Semantic.DeepEqual(n, o) {
 		allErrs = append(allErrs, field.Forbidden(f, immutableCA))
 	}
@@ -243,6 +254,12 @@ func ValidateCertificateAuthorityStatus(status *rotation.CertificateAuthoritySta
 		p := fldPath.Child(name)
 		if err := signing.ValidateKeyID(c.KeyID); c.KeyID != "" && err != nil {
 			allErrs = append(allErrs, field.Invalid(p.Child("keyID"), c.KeyID, err.Error()))
+		}
+		if len(c.TokenKeyID) > jwtkey.MaxKeyIDLength {
+			allErrs = append(allErrs, field.TooLong(p.Child("tokenKeyID"), "" /*unused*/, jwtkey.MaxKeyIDLength))
+		}
+		if c.TokensExpireTime != nil && name != "previous" {
+			allErrs = append(allErrs, field.Forbidden(p.Child("tokensExpireTime"), "only the previous key's tokens expire while a rotation waits"))
 		}
 		if _, err := parseCertificates(c.Certificate, 1); err != nil {
 			allErrs = append(allErrs, field.Invalid(p.Child("certificate"), "<certificate>", err.Error()))

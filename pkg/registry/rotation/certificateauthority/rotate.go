@@ -31,7 +31,7 @@ func NewRotateREST(store *genericregistry.Store, base caStrategy, clk clock.Pass
 
 func transition(stored runtime.Object, rot *rotation.Rotation, now metav1.Time) (runtime.Object, error) {
 	ca := stored.(*rotation.CertificateAuthority).DeepCopy()
-	if err := validation.CheckTransition(ca, rot); err != nil {
+	if err := validation.CheckTransition(ca, rot, now.Time); err != nil {
 		return nil, apierrors.NewConflict(rotation.Resource("certificateauthorities"), ca.Name, err)
 	}
 	switch rot.Action {

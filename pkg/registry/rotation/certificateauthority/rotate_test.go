@@ -53,3 +53,30 @@ func TestRotateStrategyKeepsSpec(t *testing.T) {
 		t.Fatalf("a phase change refused: %v", errs)
 	}
 }
+
+// A ServiceAccountTokens CA's Complete is decided at the request's time:
+// a 409 while tokens of the previous key may be valid, allowed from
+// status.previous.tokensExpireTime on, or with force.
+func TestTransitionCompleteWaitsForTokens(t *testing.T) {
+	expire := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	ca := newCA()
+	ca.Spec.Purpose = rotation.PurposeServiceAccountTokens
+	ca.Spec.ServiceAccountTokens = &rotation.ServiceAccountTokenKeys{MaxTokenExpiration: &metav1.Duration{Duration: time.Hour}}
+	ca.Status.Phase = rotation.PhasePrepared
+	ca.Status.Previous = &rotation.CACertificate{TokenKeyID: "kid-1", TokensExpireTime: &metav1.Time{Time: expire}}
+	complete := &rotation.Rotation{Action: rotation.RotationComplete}
+	if _, err := transition(ca, complete, metav1.NewTime(expire.Add(-time.Minute))); !apierrors.IsConflict(err) ||
+		!strings.Contains(err.Error(), "(kid kid-1) may be valid until 2026-11-23T12:00:00Z") {
+		t.Fatalf("Complete before the tokens expired: %v", err)
+	}
+	got, err := transition(ca, complete, metav1.NewTime(expire))
+	if err != nil {
+		t.Fatalf("Complete once they expired: %v", err)
+	}
+	if got.(*rotation.CertificateAuthority).Status.Phase != rotation.PhaseCompleting {
+		t.Fatalf("phase %s", got.(*rotation.CertificateAuthority).Status.Phase)
+	}
+	if _, err := transition(ca, &rotation.Rotation{Action: rotation.RotationComplete, Force: true}, metav1.NewTime(expire.Add(-time.Hour))); err != nil {
+		t.Fatalf("forced Complete: %v", err)
+	}
+}

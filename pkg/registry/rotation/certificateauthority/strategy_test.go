@@ -18,7 +18,8 @@ func newCA() *rotation.CertificateAuthority {
 	return &rotation.CertificateAuthority{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-ca", ResourceVersion: "1"},
 		Spec: rotation.CertificateAuthoritySpec{CommonName: "team", KeyAlgorithm: rotation.ECDSAP256,
-			Validity: metav1.Duration{Duration: 24 * time.Hour}, KeyStore: rotation.KeyStore{Type: rotation.KeyStoreEtcd}},
+			Validity: metav1.Duration{Duration: 24 * time.Hour}, KeyStore: rotation.KeyStore{Type: rotation.KeyStoreEtcd},
+			Purpose: rotation.PurposeCertificates},
 	}
 }
 
