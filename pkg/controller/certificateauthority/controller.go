@@ -226,10 +226,18 @@ func (c *Controller) Handle(ctx context.Context, ca *rotationv1alpha1.Certificat
 		if err := publish(status, b); err != nil {
 			return 0, fmt.Errorf("CertificateAuthority %s: %w", name, err)
 		}
+		if err := describeTokenKeys(ca, status); err != nil {
+			return 0, fmt.Errorf("CertificateAuthority %s: %w", name, err)
+		}
 		if wait > 0 {
 			recheck = wait
 		}
-		if status.Phase == rotationv1alpha1.PhasePrepared {
+		// A token key issues no certificates, so it has no records to
+		// count: what a Prepared token key waits for is the previous
+		// key's tokens to expire (status.previous.tokensExpireTime).
+		if status.Phase == rotationv1alpha1.PhasePrepared && isTokenKey(ca) {
+			status.PendingRenewal, status.PendingRenewals = 0, nil
+		} else if status.Phase == rotationv1alpha1.PhasePrepared {
 			if err := c.countPending(ctx, ca, b, status); err != nil {
 				return 0, err
 			}

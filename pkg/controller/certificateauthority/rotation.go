@@ -95,7 +95,12 @@ func (c *Controller) rotate(ctx context.Context, ca *rotationv1alpha1.Certificat
 			finished = metav1.NewTime(finished.Add(time.Second))
 		}
 		status.LastInitiationFinishedTime = &finished
-		c.event(ca, "RotationPrepared", "The new CA (key %s) is trusted and signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
+		if isTokenKey(ca) {
+			c.event(ca, "RotationPrepared", "The new key (key %s) signs service-account tokens from now on; both keys verify. Complete after %s, when every token of the previous key has expired.",
+				b.KeyID, finished.Add(maxTokenExpiration(ca)+TokenExpiryLeeway).UTC().Format(time.RFC3339))
+		} else {
+			c.event(ca, "RotationPrepared", "The new CA (key %s) is trusted and signs from now on; old and new are trusted. Renew certificates of the previous CA before the rotation completes.", b.KeyID)
+		}
 		klog.FromContext(ctx).Info("CA rotation prepared: the new CA is trusted and signs, both are trusted", "name", ca.Name, "keyID", b.KeyID, "previousKeyID", b.Previous.KeyID)
 	case rotationv1alpha1.PhaseCompleting:
 		if b.Previous != nil {

@@ -1,0 +1,66 @@
+package certificateauthority
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/authority"
+	"rekey.io/rekey/pkg/jwtkey"
+)
+
+// TokenExpiryLeeway is added to maxTokenExpiration in
+// status.previous.tokensExpireTime: the signjwt subresource accepts an exp
+// up to a minute past now+maxTokenExpiration, and the replicas' key caches
+// switch to the new key within moments of the promotion.
+const TokenExpiryLeeway = time.Minute
+
+// isTokenKey says whether the CA's key signs service-account tokens (and
+// so nothing else).
+func isTokenKey(ca *rotationv1alpha1.CertificateAuthority) bool {
+	return ca.Spec.Purpose == rotationv1alpha1.PurposeServiceAccountTokens
+}
+
+// maxTokenExpiration is the CA's spec.serviceAccountTokens.maxTokenExpiration,
+// or its default where the object was not defaulted.
+func maxTokenExpiration(ca *rotationv1alpha1.CertificateAuthority) time.Duration {
+	if t := ca.Spec.ServiceAccountTokens; t != nil && t.MaxTokenExpiration != nil {
+		return t.MaxTokenExpiration.Duration
+	}
+	return rotationv1alpha1.DefaultMaxTokenExpiration
+}
+
+// describeTokenKeys fills in, for a ServiceAccountTokens CA, the kid of
+// every key status shows (what jwt-signer serves and kube-apiserver
+// matches tokens by) and when the previous key's last token expires: it
+// stopped signing when the rotation became Prepared
+// (lastInitiationFinishedTime, which is never earlier than the promotion),
+// and signed no token living longer than maxTokenExpiration. Both are
+// derived from status and spec alone, so every sync writes the same.
+func describeTokenKeys(ca *rotationv1alpha1.CertificateAuthority, status *rotationv1alpha1.CertificateAuthorityStatus) error {
+	if !isTokenKey(ca) {
+		return nil
+	}
+	for which, c := range map[string]*rotationv1alpha1.CACertificate{"current": status.Current, "next": status.Next, "previous": status.Previous} {
+		if c == nil {
+			continue
+		}
+		cert, err := authority.ParseCertificatePEM(c.Certificate)
+		if err != nil {
+			return fmt.Errorf("the %s certificate: %w", which, err)
+		}
+		kid, err := jwtkey.KeyID(cert.PublicKey)
+		if err != nil {
+			return fmt.Errorf("the %s key: %w", which, err)
+		}
+		c.TokenKeyID = kid
+		c.TokensExpireTime = nil
+	}
+	if prev, finished := status.Previous, status.LastInitiationFinishedTime; prev != nil && finished != nil {
+		t := metav1.NewTime(finished.Add(maxTokenExpiration(ca) + TokenExpiryLeeway))
+		prev.TokensExpireTime = &t
+	}
+	return nil
+}
