@@ -13,6 +13,7 @@ import (
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	"rekey.io/rekey/pkg/apis/certificates/validation"
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
 	"rekey.io/rekey/pkg/policy"
 	"rekey.io/rekey/pkg/signing"
@@ -167,6 +168,11 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 	if err != nil {
 		return Signed{}, err
 	}
+	if err := s.Authorities.CheckIssuesCertificates(signer.Spec.CertificateAuthorityRef.Name); err != nil {
+		signingErrors.WithLabelValues(signerName, "ca_purpose").Inc()
+		requestsTotal.WithLabelValues(signerName, "error", path).Inc()
+		return Signed{}, fmt.Errorf("signer %s: %w", signerName, err)
+	}
 	auth, err := s.Authorities.Get(ctx, signer.Spec.CertificateAuthorityRef.Name)
 	if err != nil {
 		signingErrors.WithLabelValues(signerName, "ca_unavailable").Inc()
@@ -220,6 +226,24 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 	}
 	klog.FromContext(ctx).V(2).Info("Issued certificate", "csr", r.name, "signerName", signerName, "serial", serial, "notAfter", cert.NotAfter, "path", path)
 	return Signed{Certificate: certPEM, Leaf: cert, CA: auth.Cert}, nil
+}
+
+// ErrNotForCertificates is the error of CheckIssuesCertificates (and so
+// of Sign and SignTemplate) for a CA whose key signs service-account
+// tokens.
+var ErrNotForCertificates = errors.New("its key signs service-account tokens (spec.purpose ServiceAccountTokens), never certificates")
+
+// CheckIssuesCertificates refuses a CA whose key signs service-account
+// tokens: a certificate signed by it would tie the key kube-apiserver
+// trusts for tokens to whatever trusts the certificate, and a key is for
+// one purpose only. A CA the informer does not hold passes: Get says it
+// is missing.
+func (a *Authorities) CheckIssuesCertificates(name string) error {
+	ca, err := a.Lister.Get(name)
+	if err != nil || ca.Spec.Purpose != rotationv1alpha1.PurposeServiceAccountTokens {
+		return nil
+	}
+	return fmt.Errorf("CertificateAuthority %q issues no certificates: %w; use a CertificateAuthority with purpose Certificates", name, ErrNotForCertificates)
 }
 
 // crlDistributionPoints are the signer's CRL distribution point templates

@@ -257,6 +257,9 @@ func (c *Controller) waitingFor(signer *certv1alpha1.Signer) string {
 	if err != nil {
 		return ""
 	}
+	if ca.Spec.Purpose == rotationv1alpha1.PurposeServiceAccountTokens {
+		return fmt.Sprintf("CertificateAuthority %q signs service-account tokens, not certificates", name)
+	}
 	if !apimeta.IsStatusConditionTrue(ca.Status.Conditions, rotationv1alpha1.CertificateAuthorityReady) {
 		return fmt.Sprintf("CertificateAuthority %q is not Ready", name)
 	}
@@ -292,6 +295,11 @@ func (c *Controller) forget(obj any) {
 // CertificateAuthority does not exist.
 const ReasonCANotFound = "CANotFound"
 
+// ReasonCANotForCertificates is the Ready=False reason of a Signer whose
+// CertificateAuthority's key signs service-account tokens
+// (spec.purpose ServiceAccountTokens), never certificates.
+const ReasonCANotForCertificates = "CANotForCertificates"
+
 // syncSigner keeps the Signer's Ready condition: whether its CA can sign.
 // A signer whose CA cannot sign yet is looked at again soon.
 func (c *Controller) syncSigner(ctx context.Context, name string) (time.Duration, error) {
@@ -309,7 +317,13 @@ func (c *Controller) handleSigner(ctx context.Context, s *certv1alpha1.Signer) (
 	recheck := time.Duration(0)
 	cond := metav1.Condition{Type: certv1alpha1.SignerReady, Status: metav1.ConditionTrue, Reason: "CAReady",
 		Message: fmt.Sprintf("signing with CertificateAuthority %q", s.Spec.CertificateAuthorityRef.Name), ObservedGeneration: s.Generation}
-	if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); apierrors.IsNotFound(err) {
+	if err := c.authorities.CheckIssuesCertificates(s.Spec.CertificateAuthorityRef.Name); err != nil {
+		// The purpose is immutable: only another CA (the Signer's edit, or
+		// the CA deleted and made again) changes this, and both requeue.
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonCANotForCertificates
+		cond.Message = message.Cap(fmt.Sprintf("%v: approved requests for %s are not signed; point spec.certificateAuthorityRef at a CertificateAuthority with purpose Certificates",
+			err, s.Spec.SignerName))
+	} else if _, err := c.authorities.Get(ctx, s.Spec.CertificateAuthorityRef.Name); apierrors.IsNotFound(err) {
 		// Deleted (or never made): approved requests wait, unsigned, until
 		// a CertificateAuthority of that name exists and has a key. The
 		// CA's add brings the signer back here; no recheck is needed.
