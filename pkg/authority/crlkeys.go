@@ -26,6 +26,11 @@ func (a *Authorities) KeyIDs(name string) (current, previous string, err error) 
 	if err != nil {
 		return "", "", fmt.Errorf("CertificateAuthority %q: %w (%w)", name, ErrNoSuchKey, err)
 	}
+	if ca.Spec.Purpose == rotationv1alpha1.PurposeServiceAccountTokens {
+		// It issued no certificate to revoke, and its key signs tokens
+		// only: no CRL is signed with it.
+		return "", "", fmt.Errorf("CertificateAuthority %q signs service-account tokens, not certificates, and has no CRL: %w", name, ErrNoSuchKey)
+	}
 	cur, prev := ca.Status.Current, ca.Status.Previous
 	if cur == nil {
 		return "", "", fmt.Errorf("CertificateAuthority %q has no key yet: %w", name, ErrNoSuchKey)
@@ -47,6 +52,9 @@ func (a *Authorities) KeyIDs(name string) (current, previous string, err error) 
 // certificates it signed that were revoked. The key comes from the
 // binding, as Get's.
 func (a *Authorities) KeyByID(ctx context.Context, name, keyID string) (*Authority, error) {
+	if err := a.CheckIssuesCertificates(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoSuchKey, err)
+	}
 	if auth, err := a.Get(ctx, name); err == nil && auth.KeyID == keyID {
 		return auth, nil
 	}

@@ -79,3 +79,44 @@ func TestKeysOfACAForCRLs(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenKeyHasNoCRL: a ServiceAccountTokens CA's keys sign no CRL (it
+// issued nothing to revoke), so none is handed out for one, and Signing's
+// check refuses it for certificates.
+func TestTokenKeyHasNoCRL(t *testing.T) {
+	ctx := context.Background()
+	keys := signingtest.NewMemoryKeys()
+	key, _, err := keys.GetOrCreate(ctx, "k1", signing.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := signing.NewSelfSignedCA("tokens", key, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	ca := &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "sa", UID: "u1"},
+		Spec:   rotationv1alpha1.CertificateAuthoritySpec{Purpose: rotationv1alpha1.PurposeServiceAccountTokens},
+		Status: rotationv1alpha1.CertificateAuthorityStatus{Current: &rotationv1alpha1.CACertificate{KeyID: "k1"}}}
+	if err := indexer.Add(ca); err != nil {
+		t.Fatal(err)
+	}
+	bindings := cabinding.NewMemoryStore()
+	if _, err := bindings.Create(ctx, &cabinding.Binding{CAName: "sa", CAUID: "u1", KeyID: "k1", Certificate: cert.Raw}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthorities(rotationlisters.NewCertificateAuthorityLister(indexer), &KeyStores{Etcd: keys}, bindings)
+	if _, _, err := a.KeyIDs("sa"); !errors.Is(err, ErrNoSuchKey) {
+		t.Errorf("KeyIDs(sa): %v, want ErrNoSuchKey", err)
+	}
+	if _, err := a.KeyByID(ctx, "sa", "k1"); !errors.Is(err, ErrNoSuchKey) {
+		t.Errorf("KeyByID(sa, k1): %v, want ErrNoSuchKey", err)
+	}
+	if err := a.CheckIssuesCertificates("sa"); !errors.Is(err, ErrNotForCertificates) {
+		t.Errorf("CheckIssuesCertificates(sa): %v", err)
+	}
+	// The key itself is there for whoever signs tokens with it.
+	if auth, err := a.Get(ctx, "sa"); err != nil || auth.KeyID != "k1" {
+		t.Errorf("Get(sa): %v", err)
+	}
+}

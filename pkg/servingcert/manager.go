@@ -202,6 +202,11 @@ func (m *Manager) sync(ctx context.Context, _ string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if ca.Spec.Purpose == rotationv1alpha1.PurposeServiceAccountTokens {
+		// Its key signs tokens only: neither serve a certificate it signed
+		// nor make APIServices trust it.
+		return 0, fmt.Errorf("serving CertificateAuthority %q has purpose ServiceAccountTokens: name a CertificateAuthority with purpose Certificates", ca.Name)
+	}
 	if ca.Status.Current == nil || ca.Status.TrustBundle == "" {
 		return 0, nil // the CA controller has not made the key yet; its update requeues
 	}

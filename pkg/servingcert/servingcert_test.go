@@ -367,3 +367,30 @@ func TestManagerRunServesAndLetsGoOfTheSharedInformer(t *testing.T) {
 		t.Fatalf("handlers added %d, removed %d; want 1 and 1", added, removed)
 	}
 }
+
+// TestManagerRefusesATokenKey: a serving CA whose key signs
+// service-account tokens serves no certificate and reaches no APIService.
+func TestManagerRefusesATokenKey(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false, apiServiceWithBundle("old"))
+	if _, err := f.rekey.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: "serving", UID: "u"},
+		Spec: rotationv1alpha1.CertificateAuthoritySpec{KeyStore: rotationv1alpha1.KeyStore{Type: rotationv1alpha1.KeyStoreEtcd}, Purpose: rotationv1alpha1.PurposeServiceAccountTokens},
+		Status: rotationv1alpha1.CertificateAuthorityStatus{Current: &rotationv1alpha1.CACertificate{Certificate: f.caPEM, Fingerprint: signing.Fingerprint(f.caCert), KeyID: "serving-1"},
+			TrustBundle: f.caPEM}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := f.m.cas.Lister().Get("serving")
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal("the informer never saw the CA")
+	}
+	startup := f.provider.Certificate()
+	f.clearActions()
+	if _, err := f.m.sync(ctx, "serving"); err == nil || !strings.Contains(err.Error(), "purpose ServiceAccountTokens") {
+		t.Fatalf("sync: %v, want a refusal naming the purpose", err)
+	}
+	if a := f.actions(); len(a) != 0 || len(f.records.records) != 0 || f.provider.Certificate() != startup {
+		t.Fatalf("a token key's serving CA: requests %v, records %+v", a, f.records.records)
+	}
+}
