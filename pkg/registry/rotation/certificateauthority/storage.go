@@ -28,6 +28,8 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		{Name: "Fingerprint", Type: "string", Priority: 1, Description: "SHA-256 of the current CA certificate."},
 		{Name: "Ready", Type: "string", Description: "Whether the CA can sign."},
 		{Name: "Age", Type: "string", Description: "Time since creation."},
+		{Name: "Purpose", Type: "string", Priority: 1, Description: "What the key signs: Certificates or ServiceAccountTokens (spec.purpose)."},
+		{Name: "KID", Type: "string", Priority: 1, Description: "For a ServiceAccountTokens key: the kid of the tokens the current key signs (status.current.tokenKeyID)."},
 	},
 	Row: func(c *rotation.CertificateAuthority) []interface{} {
 		notAfter, fingerprint := "<none>", "<none>"
@@ -44,8 +46,15 @@ var table = printers.Table[*rotation.CertificateAuthority]{
 		if c.Status.Phase == rotation.PhasePreparing && c.Status.Trust != nil {
 			waiting = strconv.Itoa(int(c.Status.Trust.Waiting))
 		}
+		purpose, kid := string(c.Spec.Purpose), "<none>"
+		if purpose == "" {
+			purpose = string(rotation.PurposeCertificates)
+		}
+		if cur := c.Status.Current; cur != nil && cur.TokenKeyID != "" {
+			kid = cur.TokenKeyID
+		}
 		return []interface{}{string(c.Spec.KeyStore.Type), string(c.Spec.KeyAlgorithm), phase, waiting, int64(c.Status.PendingRenewal), notAfter, fingerprint,
-			printers.ConditionStatus(c.Status.Conditions, rotation.CertificateAuthorityReady), printers.Age(c.CreationTimestamp)}
+			printers.ConditionStatus(c.Status.Conditions, rotation.CertificateAuthorityReady), printers.Age(c.CreationTimestamp), purpose, kid}
 	},
 }
 
