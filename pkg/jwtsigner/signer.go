@@ -1,0 +1,646 @@
+// Package jwtsigner is `rekey-agent jwt-signer`: the endpoint kube-apiserver
+// dials at --service-account-signing-endpoint on a control-plane host. It
+// serves pkg/externaljwt on a Unix socket:
+//
+//   - FetchKeys and Metadata from the public keys of a ServiceAccountTokens
+//     CertificateAuthority (its current, next and previous keys, and its
+//     legacy public keys until their expireTime, those kept out of OIDC
+//     discovery) and its maxTokenExpiration. It watches the CA and keeps
+//     them in a cache file too, read at start, so that it answers
+//     kube-apiserver's first FetchKeys (which kube-apiserver waits 60s for
+//     at its start) before any rekey-apiserver pod runs.
+//   - Sign by forwarding the claims to the CA's signjwt subresource: the
+//     private key never leaves rekey's key store. A token whose kid the
+//     keys served do not have is not handed out: the CA is read again
+//     first, and the call fails if the kid is still not there.
+//
+// After each FetchKeys answer it reports, as a TrustConsumer (registered by
+// itself), the fingerprints of the CA certificates whose keys kube-apiserver
+// fetched: a rotation's new key signs only once every kube-apiserver has it.
+// One jwt-signer serves one kube-apiserver: the report says what that one
+// fetched.
+package jwtsigner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/externaljwt"
+	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/trustsync"
+)
+
+// Defaults of the options (and rekey-agent jwt-signer's flags).
+const (
+	DefaultSocket      = "/run/rekey/jwt-signer.sock"
+	DefaultSocketMode  = os.FileMode(0o600)
+	DefaultCacheFile   = "/var/lib/rekey/jwt-signer/keys.json"
+	DefaultRefreshHint = 30 * time.Second
+	// DefaultSignTimeout bounds one signjwt call (and the CA read that may
+	// follow it).
+	DefaultSignTimeout = 10 * time.Second
+	// DefaultFirstKeysWait is how long FetchKeys and Metadata wait for a
+	// first key set when there is no cache: kube-apiserver waits 10s for
+	// Metadata at its start.
+	DefaultFirstKeysWait = 5 * time.Second
+	// ConsumerPrefix starts the default TrustConsumer name, followed by
+	// the host name.
+	ConsumerPrefix = "kube-apiserver-jwt."
+)
+
+// Options configure a Signer.
+type Options struct {
+	// CertificateAuthority is the ServiceAccountTokens CA whose keys are
+	// served and which signs.
+	CertificateAuthority string
+	// Socket is the Unix socket served: a path, or "@name" for an
+	// abstract socket.
+	Socket string
+	// SocketMode is the socket file's mode.
+	SocketMode os.FileMode
+	// CacheFile keeps the public keys served, for the next start.
+	CacheFile string
+	// TrustConsumer is the TrustConsumer reported as; empty: no report.
+	TrustConsumer string
+	// RefreshHint is how often kube-apiserver is told to fetch the keys.
+	RefreshHint time.Duration
+	// SignTimeout bounds one Sign call's work (zero: DefaultSignTimeout).
+	SignTimeout time.Duration
+	// FirstKeysWait is how long FetchKeys and Metadata wait for a first
+	// key set (zero: DefaultFirstKeysWait).
+	FirstKeysWait time.Duration
+}
+
+// Validate checks the options; the errors name the flags.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.CertificateAuthority == "" {
+		errs = append(errs, errors.New("--certificate-authority is required"))
+	} else if msgs := validation.IsDNS1123Subdomain(o.CertificateAuthority); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--certificate-authority %q is not a valid CertificateAuthority name: %s", o.CertificateAuthority, strings.Join(msgs, "; ")))
+	}
+	if o.Socket == "" || o.Socket == "@" {
+		errs = append(errs, errors.New("--socket is required (a path, or @name for an abstract socket)"))
+	}
+	if o.SocketMode&^os.ModePerm != 0 {
+		errs = append(errs, fmt.Errorf("--socket-mode %#o has bits beyond the permissions (0777)", uint32(o.SocketMode)))
+	}
+	if o.CacheFile == "" {
+		errs = append(errs, errors.New("--cache-file is required"))
+	}
+	if o.TrustConsumer != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.TrustConsumer); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--trust-consumer %q is not a valid TrustConsumer name (a DNS subdomain: lowercase letters, digits, '-' and '.'): %s", o.TrustConsumer, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.RefreshHint < time.Second || o.RefreshHint%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--refresh-hint %s must be whole seconds, at least 1s", o.RefreshHint))
+	}
+	if o.SignTimeout < 0 || o.FirstKeysWait < 0 {
+		errs = append(errs, errors.New("the sign timeout and the first keys' wait must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Signer is the host signer: an externaljwt.KeySource and externaljwt.Signer.
+type Signer struct {
+	opts   Options
+	client clientset.Interface
+	clock  clock.Clock
+	// reportBackoff is the wait after a failed report (tests shorten it).
+	reportBackoff func() wait.Backoff
+
+	mu  sync.Mutex
+	set *Set
+	// gen counts the sets installed; written is the last one in the
+	// cache file (under writeMu).
+	gen uint64
+	// rv is the newest resourceVersion of the CA applied: a read that
+	// raced the watch and is older is not applied over it.
+	rv uint64
+	// fingerprints maps every CA key's kid seen to its certificate's
+	// fingerprint (a handful per rotation).
+	fingerprints map[string]string
+	// fetched are the fingerprints of the last FetchKeys answer.
+	fetched    []string
+	hasFetched bool
+	// problem is the last reason the CA gave no keys (logged on change).
+	problem string
+
+	known     chan struct{}
+	knownOnce sync.Once
+	// changed wakes the maintenance loop (a new set, a failed write).
+	changed chan struct{}
+	// fetchedCh wakes the report loop.
+	fetchedCh chan struct{}
+
+	writeMu     sync.Mutex
+	written     uint64
+	writeFailed bool
+	rereadMu    sync.Mutex
+}
+
+var (
+	_ externaljwt.KeySource = &Signer{}
+	_ externaljwt.Signer    = &Signer{}
+)
+
+// New returns a Signer of the options (validated) that asks with client.
+func New(client clientset.Interface, opts Options) (*Signer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.SignTimeout == 0 {
+		opts.SignTimeout = DefaultSignTimeout
+	}
+	if opts.FirstKeysWait == 0 {
+		opts.FirstKeysWait = DefaultFirstKeysWait
+	}
+	return &Signer{
+		opts:          opts,
+		client:        client,
+		clock:         clock.RealClock{},
+		reportBackoff: reportBackoff,
+		fingerprints:  map[string]string{},
+		known:         make(chan struct{}),
+		changed:       make(chan struct{}, 1),
+		fetchedCh:     make(chan struct{}, 1),
+	}, nil
+}
+
+// reportBackoff is the wait after a failed report: 1s doubling to 5m,
+// jittered.
+func reportBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Cap: 5 * time.Minute, Steps: math.MaxInt32}
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves the socket until ctx is done, then stops (the socket file is
+// removed). It fails only when the socket cannot be listened on.
+func (s *Signer) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("certificateAuthority", s.opts.CertificateAuthority)
+	ctx = klog.NewContext(ctx, logger)
+	s.LoadCache(ctx)
+	lis, err := s.listen(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := externaljwt.NewServer(s, s, externaljwt.Options{FetchedKeys: s.fetchedKeys})
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() {
+		trustsync.WatchCA(ctx, s.client, s.opts.CertificateAuthority, func(ca *rotationv1alpha1.CertificateAuthority) {
+			_ = s.applyCA(ctx, ca)
+		})
+	})
+	wg.Go(func() { s.maintain(ctx) })
+	if s.opts.TrustConsumer != "" {
+		wg.Go(func() { s.reportLoop(ctx) })
+	}
+	return externaljwt.Serve(ctx, lis, srv)
+}
+
+// listen listens on the socket, making its directory (0700: only the
+// signer's user, which kube-apiserver should be) when missing.
+func (s *Signer) listen(ctx context.Context) (net.Listener, error) {
+	if !strings.HasPrefix(s.opts.Socket, "@") {
+		dir := filepath.Dir(s.opts.Socket)
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("--socket: making its directory: %w", err)
+			}
+			klog.FromContext(ctx).Info("Made the socket's directory, mode 0700", "dir", dir)
+		}
+	}
+	lis, err := externaljwt.Listen(s.opts.Socket, s.opts.SocketMode)
+	if err != nil {
+		return nil, fmt.Errorf("--socket: %w", err)
+	}
+	return lis, nil
+}
+
+// LoadCache serves the cache file's keys until the CA is read. A cache
+// that cannot be read or vouched for is logged and ignored.
+func (s *Signer) LoadCache(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	set, err := ReadCache(s.opts.CacheFile, s.opts.CertificateAuthority)
+	switch {
+	case err != nil:
+		errorsTotal.WithLabelValues(opCacheRead).Inc()
+		logger.Error(err, "Ignoring the cache file: no keys are served until the CertificateAuthority is read", "cacheFile", s.opts.CacheFile)
+		return
+	case set == nil:
+		logger.Info("No cache file yet: no keys are served until the CertificateAuthority is read", "cacheFile", s.opts.CacheFile)
+		return
+	}
+	s.mu.Lock()
+	if s.set != nil {
+		// The CA was read first.
+		s.mu.Unlock()
+		return
+	}
+	s.installLocked(set)
+	// What the file holds needs no writing.
+	gen := s.gen
+	s.mu.Unlock()
+	s.writeMu.Lock()
+	s.written = max(s.written, gen)
+	s.writeMu.Unlock()
+	logger.Info("Serving the keys of the cache file until the CertificateAuthority is read", "cacheFile", s.opts.CacheFile, "keys", describe(set), "dataTimestamp", set.DataTimestamp)
+}
+
+// installLocked makes set (stamped) the set served. s.mu is held.
+func (s *Signer) installLocked(set *Set) {
+	s.set = set
+	s.gen++
+	for _, k := range set.Keys {
+		if k.Fingerprint != "" {
+			s.fingerprints[k.KeyID] = k.Fingerprint
+		}
+	}
+	n := set.count()
+	for _, st := range states {
+		keysServed.WithLabelValues(string(st)).Set(float64(n[st]))
+	}
+	s.knownOnce.Do(func() { close(s.known) })
+	notify(s.changed)
+}
+
+// describe names a set's keys for a log: kid and state.
+func describe(set *Set) []string {
+	var out []string
+	for _, k := range set.Keys {
+		out = append(out, k.KeyID+" ("+string(k.State)+")")
+	}
+	return out
+}
+
+// applyCA serves the keys ca says to serve, when they differ from those
+// served. A CA that is gone, or says nothing servable, leaves the keys as
+// they are (logged): dropping them would fail every token in use.
+func (s *Signer) applyCA(ctx context.Context, ca *rotationv1alpha1.CertificateAuthority) error {
+	logger := klog.FromContext(ctx)
+	if ca == nil {
+		s.noteProblem(ctx, "the CertificateAuthority does not exist")
+		return errors.New("the CertificateAuthority does not exist")
+	}
+	now := s.clock.Now()
+	set, err := FromCA(ca, now)
+	if err != nil {
+		errorsTotal.WithLabelValues(opCA).Inc()
+		s.noteProblem(ctx, err.Error())
+		return err
+	}
+	s.mu.Lock()
+	if rv, perr := strconv.ParseUint(ca.ResourceVersion, 10, 64); perr == nil {
+		if rv < s.rv {
+			s.mu.Unlock()
+			return nil
+		}
+		s.rv = rv
+	}
+	s.problem = ""
+	if sameKeys(s.set, set) {
+		s.mu.Unlock()
+		return nil
+	}
+	set.DataTimestamp = now.UTC()
+	s.installLocked(set)
+	gen := s.gen
+	s.mu.Unlock()
+	logger.Info("Serving the CertificateAuthority's keys", "keys", describe(set), "maxTokenExpirationSeconds", set.MaxTokenExpirationSeconds)
+	s.writeCache(ctx, set, gen)
+	return nil
+}
+
+// noteProblem logs why the CA gave no keys, when the reason changed.
+func (s *Signer) noteProblem(ctx context.Context, problem string) {
+	s.mu.Lock()
+	changed := problem != s.problem
+	s.problem = problem
+	serving := s.set != nil
+	s.mu.Unlock()
+	if changed {
+		klog.FromContext(ctx).Error(errors.New(problem), "The CertificateAuthority has no keys to serve; the keys served stay as they are", "serving", serving)
+	}
+}
+
+// writeCache writes set, generation gen, unless a newer one was written.
+func (s *Signer) writeCache(ctx context.Context, set *Set, gen uint64) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if gen <= s.written {
+		return
+	}
+	if err := WriteCache(s.opts.CacheFile, set); err != nil {
+		errorsTotal.WithLabelValues(opCacheWrite).Inc()
+		klog.FromContext(ctx).Error(err, "Writing the cache file failed; retrying. The keys are served from memory, but a restart before a write serves older ones", "cacheFile", s.opts.CacheFile)
+		if !s.writeFailed {
+			s.writeFailed = true
+			notify(s.changed)
+		}
+		return
+	}
+	s.written = gen
+	s.writeFailed = false
+}
+
+// maintain drops legacy keys at their expireTime and retries a failed
+// cache write, until ctx is done.
+func (s *Signer) maintain(ctx context.Context) {
+	const writeRetry = 10 * time.Second
+	for {
+		s.mu.Lock()
+		var next time.Time
+		if s.set != nil {
+			next = s.set.nextExpiry()
+		}
+		s.mu.Unlock()
+		if !next.IsZero() && !next.After(s.clock.Now()) {
+			s.prune(ctx)
+			continue
+		}
+		s.writeMu.Lock()
+		failed := s.writeFailed
+		s.writeMu.Unlock()
+		var expire, retry <-chan time.Time
+		var timers []clock.Timer
+		if !next.IsZero() {
+			t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+			timers = append(timers, t)
+			expire = t.C()
+		}
+		if failed {
+			t := s.clock.NewTimer(writeRetry)
+			timers = append(timers, t)
+			retry = t.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.changed:
+		case <-expire:
+			s.prune(ctx)
+		case <-retry:
+			s.mu.Lock()
+			set, gen := s.set, s.gen
+			s.mu.Unlock()
+			s.writeCache(ctx, set, gen)
+		}
+		for _, t := range timers {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// prune drops the legacy keys expired now.
+func (s *Signer) prune(ctx context.Context) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if s.set == nil {
+		s.mu.Unlock()
+		return
+	}
+	set, dropped := s.set.without(now)
+	if !dropped {
+		s.mu.Unlock()
+		return
+	}
+	set.DataTimestamp = now.UTC()
+	s.installLocked(set)
+	gen := s.gen
+	s.mu.Unlock()
+	klog.FromContext(ctx).Info("A legacy key reached its expireTime and is no longer served", "keys", describe(set))
+	s.writeCache(ctx, set, gen)
+}
+
+// Keys answers the keys served; with none yet, it waits FirstKeysWait
+// for a first set, then fails Unavailable.
+func (s *Signer) Keys(ctx context.Context) (externaljwt.KeySet, error) {
+	select {
+	case <-s.known:
+	default:
+		t := time.NewTimer(s.opts.FirstKeysWait)
+		defer t.Stop()
+		select {
+		case <-s.known:
+		case <-ctx.Done():
+			return externaljwt.KeySet{}, status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+			return externaljwt.KeySet{}, status.Errorf(codes.Unavailable, "no service-account keys yet: no usable cache file (%s) and CertificateAuthority %s not read (is rekey-apiserver reachable?)", s.opts.CacheFile, s.opts.CertificateAuthority)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set.keySet(s.clock.Now(), s.opts.RefreshHint), nil
+}
+
+// fetchedKeys notes a FetchKeys answer: the metrics, and the
+// fingerprints of the CA keys in it, for the report.
+func (s *Signer) fetchedKeys(_ context.Context, ks externaljwt.KeySet) {
+	fetchesTotal.Inc()
+	lastFetch.Set(float64(s.clock.Now().Unix()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fps []string
+	for _, k := range ks.Keys {
+		if fp := s.fingerprints[k.KeyID]; fp != "" && !k.ExcludeFromOIDCDiscovery {
+			fps = append(fps, fp)
+		}
+	}
+	slices.Sort(fps)
+	fps = slices.Compact(fps)
+	if s.hasFetched && slices.Equal(fps, s.fetched) {
+		return
+	}
+	s.fetched, s.hasFetched = fps, true
+	notify(s.fetchedCh)
+}
+
+// SignJWT has rekey-apiserver sign claims with the CA's current key
+// (signjwt). The answer's kid must be served for discovery: when it is
+// not, the CA is read again first, and the call fails Unavailable if it
+// is still not. Claims are never logged.
+func (s *Signer) SignJWT(ctx context.Context, claims string) (hdr, sig, kid string, err error) {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	result := resultError
+	defer func() {
+		signDuration.Observe(time.Since(start).Seconds())
+		signaturesTotal.WithLabelValues(kid, result).Inc()
+		if result != resultSigned {
+			errorsTotal.WithLabelValues(opSign).Inc()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SignTimeout)
+	defer cancel()
+	resp, err := s.client.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, s.opts.CertificateAuthority, &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
+	if err != nil {
+		var code codes.Code
+		code, result = classify(err)
+		if result == resultRefused {
+			logger.V(2).Info("rekey-apiserver refused to sign", "err", err.Error())
+		} else {
+			logger.Error(err, "rekey-apiserver did not sign")
+		}
+		return "", "", "", status.Errorf(code, "signjwt of CertificateAuthority %s: %v", s.opts.CertificateAuthority, err)
+	}
+	kid = resp.KeyID
+	if !s.signs(kid) {
+		logger.Info("rekey-apiserver signed with a key not served yet; reading the CertificateAuthority", "kid", kid)
+		if err := s.reread(ctx, kid); err != nil {
+			errorsTotal.WithLabelValues(opReread).Inc()
+			logger.Error(err, "Reading the CertificateAuthority after an unknown kid failed", "kid", kid)
+		}
+		if !s.signs(kid) {
+			result = resultUnavailable
+			return "", "", kid, status.Errorf(codes.Unavailable, "the key that signed (kid %q) is not among the keys served yet: CertificateAuthority %s's status does not name it; try again", kid, s.opts.CertificateAuthority)
+		}
+	}
+	result = resultSigned
+	return resp.Header, resp.Signature, kid, nil
+}
+
+// signs says whether the keys served have kid for discovery.
+func (s *Signer) signs(kid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set != nil && s.set.signs(kid)
+}
+
+// reread reads the CA (one read at a time: concurrent Sign calls that
+// met the same new kid share it).
+func (s *Signer) reread(ctx context.Context, kid string) error {
+	s.rereadMu.Lock()
+	defer s.rereadMu.Unlock()
+	if s.signs(kid) {
+		return nil
+	}
+	ca, err := s.client.RotationV1alpha1().CertificateAuthorities().Get(ctx, s.opts.CertificateAuthority, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return s.applyCA(ctx, ca)
+}
+
+// classify maps a signjwt error to a gRPC code and a result.
+func classify(err error) (codes.Code, string) {
+	switch {
+	case apierrors.IsInvalid(err):
+		// The claims broke a rule (lifetime, issuer, clock).
+		return codes.InvalidArgument, resultRefused
+	case apierrors.IsBadRequest(err):
+		// The CA signs certificates, or the request was refused whole.
+		return codes.FailedPrecondition, resultRefused
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return codes.PermissionDenied, resultRefused
+	case apierrors.IsNotFound(err):
+		// The CA, or rekey's API behind the aggregator, is not there
+		// (yet: at a control plane's start).
+		return codes.Unavailable, resultUnavailable
+	case apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
+		return codes.Unavailable, resultUnavailable
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled, resultError
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.Unavailable, resultUnavailable
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return codes.Internal, resultError
+	}
+	// No answer at all: the server cannot be reached.
+	return codes.Unavailable, resultUnavailable
+}
+
+// reportLoop registers the TrustConsumer, then reports after each
+// FetchKeys answer whose CA keys differ from the last, retrying with
+// backoff, until ctx is done.
+func (s *Signer) reportLoop(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("consumer", s.opts.TrustConsumer)
+	rep := &trustsync.Reporter{
+		Client:       s.client,
+		Consumer:     s.opts.TrustConsumer,
+		CAs:          []string{s.opts.CertificateAuthority},
+		FieldManager: "rekey-agent-jwt-signer",
+		Needs:        "jwt-signer's user needs the rekey:jwt-signer ClusterRole, the verb trust on --certificate-authority, and to be the user that registered the consumer",
+	}
+	backoff := s.reportBackoff()
+	registered := false
+	var retry <-chan time.Time
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-s.fetchedCh:
+		case <-retry:
+		}
+		retry = nil
+		if err := s.reportOnce(ctx, rep, &registered); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			errorsTotal.WithLabelValues(opReport).Inc()
+			delay := backoff.Step()
+			logger.Error(err, "Reporting the keys kube-apiserver fetched failed; retrying", "in", delay)
+			retry = time.After(delay)
+			continue
+		}
+		backoff = s.reportBackoff()
+	}
+}
+
+// reportOnce registers the consumer if it was not yet, then reports the
+// last fetched keys' fingerprints, if any FetchKeys was answered.
+func (s *Signer) reportOnce(ctx context.Context, rep *trustsync.Reporter, registered *bool) error {
+	if !*registered {
+		if _, err := rep.Ensure(ctx); err != nil {
+			return err
+		}
+		*registered = true
+	}
+	s.mu.Lock()
+	fps, has := slices.Clone(s.fetched), s.hasFetched
+	s.mu.Unlock()
+	if !has {
+		return nil
+	}
+	return rep.Report(ctx, []rotationv1alpha1.TrustHeld{{CertificateAuthority: s.opts.CertificateAuthority, Fingerprints: fps}}, false)
+}

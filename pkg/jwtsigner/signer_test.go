@@ -1,0 +1,547 @@
+package jwtsigner
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
+	externaljwtv1 "k8s.io/externaljwt/apis/v1"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
+	"rekey.io/rekey/pkg/generated/clientset/versioned/fake"
+	"rekey.io/rekey/pkg/jwtkey"
+)
+
+// remote stands in for rekey-apiserver's signjwt: it signs with key (as
+// kid) or fails with err, and counts the calls.
+type remote struct {
+	mu    sync.Mutex
+	key   *testKey
+	err   error
+	calls int
+}
+
+func (r *remote) set(key *testKey, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.key, r.err = key, err
+}
+
+func (r *remote) react(action k8stesting.Action) (bool, runtime.Object, error) {
+	if action.GetSubresource() != "signjwt" {
+		return false, nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.err != nil {
+		return true, nil, r.err
+	}
+	req := action.(k8stesting.CreateAction).GetObject().(*rotationv1alpha1.JWTSignRequest)
+	hdr, sig, err := jwtkey.Sign(r.key.kp.Key, r.key.kid, req.Claims)
+	if err != nil {
+		return true, nil, err
+	}
+	return true, &rotationv1alpha1.JWTSignRequest{Header: hdr, Signature: sig, KeyID: r.key.kid}, nil
+}
+
+// newClient is a fake clientset holding objs, whose signjwt is r's.
+func newClient(r *remote, objs ...runtime.Object) *fake.Clientset {
+	client := fake.NewSimpleClientset(objs...)
+	client.PrependReactor("create", "certificateauthorities", r.react)
+	return client
+}
+
+// unreachable is a clientset every call of which fails as a server that
+// cannot be dialled does.
+func unreachable() *fake.Clientset {
+	client := fake.NewSimpleClientset()
+	refused := errors.New(`Post "https://rekey:443": dial tcp 10.0.0.1:443: connect: connection refused`)
+	client.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, refused })
+	client.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, refused })
+	return client
+}
+
+func testOptions(t *testing.T) Options {
+	dir := t.TempDir()
+	return Options{
+		CertificateAuthority: "sa",
+		Socket:               filepath.Join(dir, "run", "jwt.sock"),
+		SocketMode:           0o600,
+		CacheFile:            filepath.Join(dir, "cache", "keys.json"),
+		RefreshHint:          30 * time.Second,
+		FirstKeysWait:        200 * time.Millisecond,
+	}
+}
+
+// started is a running Signer and a gRPC client of its socket.
+type started struct {
+	*Signer
+	grpc externaljwtv1.ExternalJWTSignerClient
+	stop func() error
+}
+
+// start runs a Signer (its clock replaced when clk is set) and dials it.
+func start(t *testing.T, client *fake.Clientset, opts Options, clk *testingclock.FakeClock) *started {
+	t.Helper()
+	RegisterMetrics()
+	s, err := New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clk != nil {
+		s.clock = clk
+	}
+	s.reportBackoff = func() wait.Backoff { return wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30} }
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	eventually(t, "the socket is served", func() bool {
+		_, err := os.Stat(opts.Socket)
+		return err == nil
+	})
+	conn, err := grpc.NewClient("unix://"+opts.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = conn.Close()
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &started{Signer: s, grpc: externaljwtv1.NewExternalJWTSignerClient(conn), stop: stop}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// fetch is FetchKeys' answer as "kid" or "kid!" (excluded from discovery).
+func (s *started) fetch(t *testing.T) ([]string, *externaljwtv1.FetchKeysResponse) {
+	t.Helper()
+	resp, err := s.grpc.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{})
+	if err != nil {
+		t.Fatalf("FetchKeys: %v", err)
+	}
+	var out []string
+	for _, k := range resp.Keys {
+		if k.ExcludeFromOidcDiscovery {
+			out = append(out, k.KeyId+"!")
+		} else {
+			out = append(out, k.KeyId)
+		}
+	}
+	return out, resp
+}
+
+func claims(t *testing.T) string {
+	t.Helper()
+	return base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"https://kubernetes.default.svc","sub":"system:serviceaccount:default:default","exp":1700003600,"iat":1700000000}`))
+}
+
+// cachedKIDs are the kids of the cache file ("" when unreadable).
+func cachedKIDs(path string) string {
+	set, err := ReadCache(path, "sa")
+	if err != nil || set == nil {
+		return ""
+	}
+	var out []string
+	for _, k := range set.Keys {
+		out = append(out, k.KeyID)
+	}
+	return strings.Join(out, " ")
+}
+
+// metric is a metric's value; -1 (which no test expects) when it cannot be read.
+func metric(v float64, err error) float64 {
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+func TestValidate(t *testing.T) {
+	ok := Options{CertificateAuthority: "sa", Socket: "@rekey", CacheFile: "/c", RefreshHint: time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Options)
+		want   string
+	}{
+		"no CA":           {func(o *Options) { o.CertificateAuthority = "" }, "--certificate-authority is required"},
+		"bad CA":          {func(o *Options) { o.CertificateAuthority = "S A" }, "--certificate-authority"},
+		"no socket":       {func(o *Options) { o.Socket = "" }, "--socket"},
+		"only @":          {func(o *Options) { o.Socket = "@" }, "--socket"},
+		"mode too wide":   {func(o *Options) { o.SocketMode = os.ModeSetuid | 0o600 }, "--socket-mode"},
+		"no cache":        {func(o *Options) { o.CacheFile = "" }, "--cache-file"},
+		"bad consumer":    {func(o *Options) { o.TrustConsumer = "Kube_API" }, "--trust-consumer"},
+		"zero hint":       {func(o *Options) { o.RefreshHint = 0 }, "--refresh-hint"},
+		"fractional hint": {func(o *Options) { o.RefreshHint = 1500 * time.Millisecond }, "--refresh-hint"},
+	} {
+		o := ok
+		tc.mutate(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// The keys are written to the cache file, and a signer started again with
+// no server to reach serves them from it at once: FetchKeys and Metadata
+// answer, Sign fails Unavailable.
+func TestServedFromCacheWithoutTheServer(t *testing.T) {
+	a := mkKey(t, "a")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	first := start(t, newClient(r, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "the cache file", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	got, resp1 := first.fetch(t)
+	if !slices.Equal(got, []string{a.kid}) {
+		t.Fatalf("FetchKeys = %v", got)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// SIGTERM (the context's end) removed the socket.
+	if _, err := os.Stat(opts.Socket); !os.IsNotExist(err) {
+		t.Fatalf("the socket is still there after the signer stopped: %v", err)
+	}
+
+	second := start(t, unreachable(), opts, nil)
+	got, resp2 := second.fetch(t)
+	if !slices.Equal(got, []string{a.kid}) || !resp2.DataTimestamp.AsTime().Equal(resp1.DataTimestamp.AsTime()) {
+		t.Fatalf("FetchKeys from the cache = %v at %v, want %v at %v", got, resp2.DataTimestamp.AsTime(), a.kid, resp1.DataTimestamp.AsTime())
+	}
+	pub, err := x509.ParsePKIXPublicKey(resp2.Keys[0].Key)
+	if err != nil || !a.kp.Cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }).Equal(pub) {
+		t.Fatalf("the cached key is not the CA's: %v", err)
+	}
+	md, err := second.grpc.Metadata(t.Context(), &externaljwtv1.MetadataRequest{})
+	if err != nil || md.MaxTokenExpirationSeconds != 3600 {
+		t.Fatalf("Metadata from the cache = %v, %v", md, err)
+	}
+	_, err = second.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("Sign with rekey-apiserver unreachable = %v, want Unavailable", err)
+	}
+}
+
+// With no cache and no CA read, FetchKeys and Metadata answer Unavailable
+// (after a short wait); a corrupt cache is no cache.
+func TestNothingToServe(t *testing.T) {
+	opts := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(opts.CacheFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(opts.CacheFile, []byte(`{"certificateAuthority":"sa","keys":[{`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	RegisterMetrics()
+	before := metric(testutil.GetCounterMetricValue(errorsTotal.WithLabelValues(opCacheRead)))
+	s := start(t, unreachable(), opts, nil)
+	if _, err := s.grpc.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("FetchKeys = %v, want Unavailable", err)
+	}
+	if _, err := s.grpc.Metadata(t.Context(), &externaljwtv1.MetadataRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Metadata = %v, want Unavailable", err)
+	}
+	if after := metric(testutil.GetCounterMetricValue(errorsTotal.WithLabelValues(opCacheRead))); after != before+1 {
+		t.Errorf("errors_total{cache_read} went from %v to %v, want one more", before, after)
+	}
+}
+
+// A rotation's next key is served (and cached) as soon as the CA says so,
+// before it signs; the metrics follow.
+func TestNextKeyAppears(t *testing.T) {
+	a, b := mkKey(t, "a"), mkKey(t, "b")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	client := newClient(r, saCA(a, nil, nil))
+	s := start(t, client, opts, nil)
+	eventually(t, "the current key", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	_, resp1 := s.fetch(t)
+
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(t.Context(), saCA(a, b, nil), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next key cached", func() bool { return cachedKIDs(opts.CacheFile) == a.kid+" "+b.kid })
+	got, resp2 := s.fetch(t)
+	if !slices.Equal(got, []string{a.kid, b.kid}) {
+		t.Fatalf("FetchKeys = %v, want current and next", got)
+	}
+	if !resp2.DataTimestamp.AsTime().After(resp1.DataTimestamp.AsTime()) && !resp2.DataTimestamp.AsTime().Equal(resp1.DataTimestamp.AsTime()) {
+		t.Errorf("dataTimestamp went back: %v, then %v", resp1.DataTimestamp.AsTime(), resp2.DataTimestamp.AsTime())
+	}
+	for state, want := range map[State]float64{StateCurrent: 1, StateNext: 1, StatePrevious: 0, StateLegacy: 0} {
+		if v := metric(testutil.GetGaugeMetricValue(keysServed.WithLabelValues(string(state)))); v != want {
+			t.Errorf("keys{state=%s} = %v, want %v", state, v, want)
+		}
+	}
+
+	// Prepared: b signs, a is previous.
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(t.Context(), saCA(b, nil, a), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.set(b, nil)
+	eventually(t, "b current", func() bool { return cachedKIDs(opts.CacheFile) == b.kid+" "+a.kid })
+	keys, _ := s.fetch(t)
+	signedBefore := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(b.kid, resultSigned)))
+	resp, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kid := headerKID(t, resp.Header); kid != b.kid || !slices.Contains(keys, kid) {
+		t.Fatalf("signed with kid %q, want %q among the keys fetched %v", kid, b.kid, keys)
+	}
+	if v := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(b.kid, resultSigned))); v != signedBefore+1 {
+		t.Errorf("signatures_total{%s,signed} = %v, want %v", b.kid, v, signedBefore+1)
+	}
+}
+
+func headerKID(t *testing.T, hdr64 string) string {
+	t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(hdr64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = `"kid":"`
+	i := strings.Index(string(raw), key)
+	if i < 0 {
+		t.Fatalf("no kid in %s", raw)
+	}
+	rest := string(raw)[i+len(key):]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// A legacy key is served kept out of discovery, and dropped (from the
+// answer and the cache) at its expireTime with no change of the CA.
+func TestLegacyKeyExpires(t *testing.T) {
+	a := mkKey(t, "a")
+	legacyPEM, legacyKID := legacyKey(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	opts := testOptions(t)
+	client := newClient(&remote{key: a}, saCA(a, nil, nil, rotationv1alpha1.LegacyPublicKey{PublicKey: legacyPEM, ExpireTime: metav1.NewTime(clk.Now().Add(time.Hour))}))
+	s := start(t, client, opts, clk)
+	eventually(t, "the legacy key cached", func() bool { return cachedKIDs(opts.CacheFile) == a.kid+" "+legacyKID })
+	if got, _ := s.fetch(t); !slices.Equal(got, []string{a.kid, legacyKID + "!"}) {
+		t.Fatalf("FetchKeys = %v, want the legacy key excluded from discovery", got)
+	}
+	eventually(t, "the expiry timer", clk.HasWaiters)
+	clk.Step(time.Hour)
+	if got, _ := s.fetch(t); !slices.Equal(got, []string{a.kid}) {
+		t.Fatalf("FetchKeys after expireTime = %v, want the legacy key gone", got)
+	}
+	eventually(t, "the legacy key dropped from the cache", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	if v := metric(testutil.GetGaugeMetricValue(keysServed.WithLabelValues(string(StateLegacy)))); v != 0 {
+		t.Errorf("keys{state=legacy} = %v after expireTime, want 0", v)
+	}
+}
+
+// A signature with a kid the keys served lack makes the signer read the CA
+// before answering; a kid the CA does not have either is refused.
+func TestUnknownKIDRereads(t *testing.T) {
+	a, b, c := mkKey(t, "a"), mkKey(t, "b"), mkKey(t, "c")
+	opts := testOptions(t)
+	r := &remote{key: b}
+	// The server already says b signs; the signer has not seen it (no
+	// watch runs here: the answer comes first).
+	client := newClient(r, saCA(b, nil, a))
+	RegisterMetrics()
+	s, err := New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	if err := s.applyCA(ctx, saCA(a, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	hdr, _, kid, err := s.SignJWT(ctx, claims(t))
+	if err != nil || kid != b.kid || headerKID(t, hdr) != b.kid {
+		t.Fatalf("SignJWT = kid %q, %v; want %q", kid, err, b.kid)
+	}
+	gets := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "certificateauthorities" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("%d reads of the CA, want 1", gets)
+	}
+	if cachedKIDs(opts.CacheFile) != b.kid+" "+a.kid {
+		t.Errorf("cache %q after the read, want b and a", cachedKIDs(opts.CacheFile))
+	}
+
+	// c signs, and the CA does not name it.
+	r.set(c, nil)
+	before := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(c.kid, resultUnavailable)))
+	if _, _, _, err := s.SignJWT(ctx, claims(t)); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not among the keys served") {
+		t.Fatalf("SignJWT with an unknown kid = %v, want Unavailable", err)
+	}
+	if v := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(c.kid, resultUnavailable))); v != before+1 {
+		t.Errorf("signatures_total{%s,unavailable} = %v, want %v", c.kid, v, before+1)
+	}
+}
+
+// signjwt's refusals become gRPC codes kube-apiserver can tell apart.
+func TestSignErrors(t *testing.T) {
+	a := mkKey(t, "a")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	s := start(t, newClient(r, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	gr := rotationv1alpha1.Resource("certificateauthorities")
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+	}{
+		{apierrors.NewInvalid(rotationv1alpha1.SchemeGroupVersion.WithKind("JWTSignRequest").GroupKind(), "sa", nil), codes.InvalidArgument},
+		{apierrors.NewBadRequest("signs certificates"), codes.FailedPrecondition},
+		{apierrors.NewForbidden(gr, "sa", errors.New("no")), codes.PermissionDenied},
+		{apierrors.NewServiceUnavailable("not Ready"), codes.Unavailable},
+		{apierrors.NewNotFound(gr, "sa"), codes.Unavailable},
+		{apierrors.NewInternalError(errors.New("boom")), codes.Internal},
+		{errors.New("dial tcp: connection refused"), codes.Unavailable},
+	} {
+		r.set(a, tc.err)
+		if _, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)}); status.Code(err) != tc.code {
+			t.Errorf("signjwt error %v: Sign = %v, want %s", tc.err, err, tc.code)
+		}
+	}
+	// Claims that are not a JSON object never reach rekey-apiserver.
+	r.mu.Lock()
+	calls := r.calls
+	r.mu.Unlock()
+	if _, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: "bm90IGpzb24"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Sign of bad claims = %v, want InvalidArgument", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls != calls {
+		t.Error("bad claims were forwarded to signjwt")
+	}
+}
+
+// The TrustConsumer is registered at start, and after each FetchKeys
+// answer reports exactly the fingerprints of the CA keys in it: a key the
+// CA has but kube-apiserver has not fetched is not reported.
+func TestReportAfterFetch(t *testing.T) {
+	a, b := mkKey(t, "a"), mkKey(t, "b")
+	opts := testOptions(t)
+	opts.TrustConsumer = "kube-apiserver-jwt.cp-1"
+	legacyPEM, _ := legacyKey(t)
+	client := newClient(&remote{key: a}, saCA(a, nil, nil, rotationv1alpha1.LegacyPublicKey{PublicKey: legacyPEM, ExpireTime: metav1.NewTime(time.Now().Add(time.Hour))}))
+	RegisterMetrics()
+	fetchesBefore := metric(testutil.GetCounterMetricValue(fetchesTotal))
+	s := start(t, client, opts, nil)
+	consumer := func() *rotationv1alpha1.TrustConsumer {
+		tc, err := client.RotationV1alpha1().TrustConsumers().Get(context.Background(), opts.TrustConsumer, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return tc
+	}
+	held := func() []string {
+		tc := consumer()
+		if tc == nil || len(tc.Status.Holds) != 1 || tc.Status.Holds[0].CertificateAuthority != "sa" {
+			return nil
+		}
+		return tc.Status.Holds[0].Fingerprints
+	}
+	eventually(t, "the consumer registered", func() bool { return consumer() != nil })
+	if tc := consumer(); !slices.Equal(tc.Spec.CertificateAuthorities, []string{"sa"}) || len(tc.Status.Holds) != 0 {
+		t.Fatalf("registered %+v, want CA sa and no report before a fetch", tc)
+	}
+	eventually(t, "the keys", func() bool { return strings.HasPrefix(cachedKIDs(opts.CacheFile), a.kid) })
+	s.fetch(t)
+	eventually(t, "the report of a", func() bool { return slices.Equal(held(), []string{a.fp}) })
+
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(t.Context(), saCA(a, b, nil), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next key served", func() bool { return strings.Contains(cachedKIDs(opts.CacheFile), b.kid) })
+	if got := held(); !slices.Equal(got, []string{a.fp}) {
+		t.Fatalf("reported %v before kube-apiserver fetched the next key, want only a", got)
+	}
+	s.fetch(t)
+	want := []string{a.fp, b.fp}
+	slices.Sort(want)
+	eventually(t, "the report of a and b", func() bool { return slices.Equal(held(), want) })
+
+	if v := metric(testutil.GetCounterMetricValue(fetchesTotal)); v != fetchesBefore+2 {
+		t.Errorf("fetches_total = %v, want %v", v, fetchesBefore+2)
+	}
+	if v := metric(testutil.GetGaugeMetricValue(lastFetch)); v < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("last_fetch_timestamp_seconds = %v", v)
+	}
+}
+
+// A report refused is retried, and counted.
+func TestReportRetried(t *testing.T) {
+	a := mkKey(t, "a")
+	opts := testOptions(t)
+	opts.TrustConsumer = "kube-apiserver-jwt.cp-1"
+	client := newClient(&remote{key: a}, saCA(a, nil, nil))
+	var mu sync.Mutex
+	refusals := 2
+	client.PrependReactor("update", "trustconsumers", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if action.GetSubresource() == "status" && refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewServiceUnavailable("etcd is slow")
+		}
+		return false, nil, nil
+	})
+	RegisterMetrics()
+	before := metric(testutil.GetCounterMetricValue(errorsTotal.WithLabelValues(opReport)))
+	s := start(t, client, opts, nil)
+	eventually(t, "the keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	s.fetch(t)
+	eventually(t, "the report", func() bool {
+		tc, err := client.RotationV1alpha1().TrustConsumers().Get(context.Background(), opts.TrustConsumer, metav1.GetOptions{})
+		return err == nil && len(tc.Status.Holds) == 1 && slices.Equal(tc.Status.Holds[0].Fingerprints, []string{a.fp})
+	})
+	if v := metric(testutil.GetCounterMetricValue(errorsTotal.WithLabelValues(opReport))); v != before+2 {
+		t.Errorf("errors_total{report} = %v, want %v", v, before+2)
+	}
+}
