@@ -281,7 +281,7 @@ func (c completedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.installAPIGroups(generic, inWrites, nodeAttestations, revocations); err != nil {
+	if err := c.installAPIGroups(generic, inWrites, nodeAttestations, revocations, auth.Authorities); err != nil {
 		return nil, err
 	}
 	c.installNodeTrust(replica)
@@ -394,8 +394,9 @@ func (s *Server) close(logger klog.Logger) {
 // sync, when not nil, decides in the request path (package issuer).
 // nodeAttestations is the NodeAttestation storage, made with the service
 // that answers its challenges (newNodeAttestations); revocations the
-// Revocation storage (newRevocations).
-func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage, revocations rest.Storage) error {
+// Revocation storage (newRevocations); caKeys the server's one cache of CA
+// keys, which certificateauthorities/NAME/signjwt signs with.
+func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPIServer, sync csrstorage.Issuer, nodeAttestations *nodeattstorage.Storage, revocations rest.Storage, caKeys castorage.CAKeys) error {
 	group := genericapiserver.NewDefaultAPIGroupInfo(certificates.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.NegotiatedSerializer = decodeerrors.Wrap(Codecs, Scheme) // name the field of a value that does not decode
 	csr, err := csrstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Clock, sync)
@@ -456,6 +457,10 @@ func (c completedConfig) installAPIGroups(generic *genericapiserver.GenericAPISe
 		"trustconsumers":                consumers.TrustConsumer,
 		"trustconsumers/status":         consumers.Status,
 	}
+	// signjwt reads the CA from storage and signs with the key its binding
+	// names (caKeys), never one read from status.
+	rotationGroup.VersionedResourcesStorageMap[rotationv1alpha1.SchemeGroupVersion.Version]["certificateauthorities/signjwt"] =
+		castorage.NewSignJWTREST(cas.CertificateAuthority, caKeys, c.ExtraConfig.Clock)
 	if err := generic.InstallAPIGroup(&rotationGroup); err != nil {
 		return fmt.Errorf("installing %s: %w", rotation.GroupName, err)
 	}
