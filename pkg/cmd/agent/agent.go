@@ -1,8 +1,10 @@
 // Package agent is rekey-agent's command line: the flags of `run`, wired
 // into pkg/agent's managers and run loop, `exec-credential`, which
 // hands the current client certificate to client-go (the kubelet's
-// kubeconfig can name rekey-agent as its exec credential plugin), and
-// `trust-sync`, which keeps a trust consumer's CA file (pkg/trustsync).
+// kubeconfig can name rekey-agent as its exec credential plugin),
+// `trust-sync`, which keeps a trust consumer's CA file (pkg/trustsync), and
+// `jwt-signer`, kube-apiserver's external service-account token signer
+// (pkg/jwtsigner).
 package agent
 
 import (
@@ -14,6 +16,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +31,7 @@ import (
 	"rekey.io/rekey/pkg/agent"
 	"rekey.io/rekey/pkg/agent/tpmnode"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/jwtsigner"
 	"rekey.io/rekey/pkg/trustsync"
 	"rekey.io/rekey/pkg/version"
 )
@@ -93,7 +99,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		Version: version.Get().String(),
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.AddCommand(newRunCommand(), newExecCredentialCommand(out), newTrustSyncCommand())
+	root.AddCommand(newRunCommand(), newExecCredentialCommand(out), newTrustSyncCommand(), newJWTSignerCommand())
 	return root
 }
 
@@ -375,5 +381,110 @@ holds the new CA. Without --once it watches the CAs and keeps going, and checks 
 	fs.BoolVar(&o.Once, "once", false, "one pass (write, --exec, report), then exit: non-zero on any failure, and when a --ca does not exist or has no trust bundle yet (the others written)")
 	fs.StringVar(&o.Exec, "exec", "", "a command run with sh -c after the file changed (within 2m); while it fails, the report waits and it is retried, also after a restart (a marker, --file + \""+trustsync.ExecPendingSuffix+"\", records it is owed)")
 	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "without --once, also check the file this often (jittered) and repair it when it was overwritten or deleted or an --include changed (0: only on CA changes)")
+	return cmd
+}
+
+// defaultTrustConsumer is jwt-signer's --trust-consumer default:
+// kube-apiserver-jwt.<host name>, lowercased (empty when the host name is
+// unknown).
+func defaultTrustConsumer() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return ""
+	}
+	return jwtsigner.ConsumerPrefix + strings.ToLower(host)
+}
+
+func newJWTSignerCommand() *cobra.Command {
+	var kubeconfig, socketMode, metricsAddr string
+	o := jwtsigner.Options{
+		Socket:        jwtsigner.DefaultSocket,
+		CacheFile:     jwtsigner.DefaultCacheFile,
+		TrustConsumer: defaultTrustConsumer(),
+		RefreshHint:   jwtsigner.DefaultRefreshHint,
+	}
+	cmd := &cobra.Command{
+		Use:   "jwt-signer --certificate-authority NAME",
+		Short: "Serve kube-apiserver's external service-account token signer on a Unix socket, signing with a rekey CertificateAuthority",
+		Long: `Serve kube-apiserver's external JWT signer API (--service-account-signing-endpoint)
+on a Unix socket, with the keys of a CertificateAuthority whose spec.purpose is
+ServiceAccountTokens.
+
+Run one jwt-signer beside each kube-apiserver, on the same host, started before it
+(a static pod or a systemd unit). kube-apiserver asks it for:
+
+  * the public keys tokens are verified with (FetchKeys): the CA's current, next
+    and previous keys, and its legacy public keys until their expireTime (kept out
+    of /openid/v1/jwks). jwt-signer watches the CA and keeps these keys in
+    --cache-file as well, so that it answers at kube-apiserver's start before any
+    rekey-apiserver runs.
+  * signatures (Sign): jwt-signer forwards the claims to the CA's signjwt
+    subresource; the private key never leaves rekey. While rekey-apiserver cannot
+    be reached, new tokens cannot be issued, and the tokens already issued keep
+    working.
+
+Each time kube-apiserver fetches the keys, jwt-signer reports which of the CA's
+keys it got, as the TrustConsumer named by --trust-consumer (which jwt-signer
+registers): a rotation of the CA signs with its new key only once every
+kube-apiserver has fetched it.
+
+The --kubeconfig user needs the rekey:jwt-signer ClusterRole and, to report, the
+verb trust on the CA. Give each host its own user (a client certificate, for
+example rekey:jwt-signer:<host>): whoever has it can have any service-account
+token signed.`,
+		Example: `  # Serve the CertificateAuthority service-account-tokens at the default socket:
+  rekey-agent jwt-signer --kubeconfig /etc/rekey/jwt-signer.kubeconfig \
+      --certificate-authority service-account-tokens
+
+  # and start kube-apiserver with:
+  kube-apiserver --service-account-signing-endpoint /run/rekey/jwt-signer.sock \
+      --service-account-issuer https://kubernetes.default.svc ...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			mode, err := strconv.ParseUint(socketMode, 8, 32)
+			if err != nil || mode > 0o777 {
+				return fmt.Errorf("--socket-mode %q is not an octal file mode such as 0600", socketMode)
+			}
+			o.SocketMode = os.FileMode(mode)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			// Empty --kubeconfig: in-cluster.
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig: %w", err)
+			}
+			cfg = rest.CopyConfig(cfg)
+			rest.AddUserAgent(cfg, "rekey-agent-jwt-signer")
+			// One signjwt call per token kube-apiserver issues: the
+			// server's priority and fairness limits them, not a client
+			// bucket of 5 a second.
+			cfg.QPS = -1
+			client, err := clientset.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			signer, err := jwtsigner.New(client, o)
+			if err != nil {
+				return err
+			}
+			jwtsigner.RegisterMetrics()
+			if metricsAddr != "" {
+				if err := serveMetrics(cmd.Context(), metricsAddr); err != nil {
+					return err
+				}
+			}
+			return signer.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the host's signer user (with the rekey:jwt-signer ClusterRole); empty: in-cluster")
+	fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "the CertificateAuthority (spec.purpose ServiceAccountTokens) whose keys are served and sign (required)")
+	fs.StringVar(&o.Socket, "socket", o.Socket, "the Unix socket to serve, which kube-apiserver's --service-account-signing-endpoint names: a path, or @name for an abstract socket")
+	fs.StringVar(&socketMode, "socket-mode", "0600", "the socket file's mode, in octal (0600: only the signer's user, which kube-apiserver must then run as); not used for an abstract socket")
+	fs.StringVar(&o.CacheFile, "cache-file", o.CacheFile, "where the public keys served are kept (JSON, mode 0644), so that they are served at the next start before rekey-apiserver can be reached")
+	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default); empty: report nothing, and rotations of the CA do not wait for this kube-apiserver")
+	fs.DurationVar(&o.RefreshHint, "refresh-hint", o.RefreshHint, "how often kube-apiserver is told to fetch the keys again (whole seconds); a rotation's new key reaches it within this long")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
 	return cmd
 }

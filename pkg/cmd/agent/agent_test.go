@@ -119,3 +119,84 @@ func TestTrustSyncFlags(t *testing.T) {
 		t.Errorf("--resync defaults to %v, %v; want 30s", resync, err)
 	}
 }
+
+// jwt-signer's defaults are the documented ones, and bad flags are
+// refused before any server is asked (none is reachable here).
+func TestJWTSignerFlags(t *testing.T) {
+	cmd := NewCommand(&bytes.Buffer{})
+	signer, _, err := cmd.Find([]string{"jwt-signer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"socket":                "/run/rekey/jwt-signer.sock",
+		"socket-mode":           "0600",
+		"cache-file":            "/var/lib/rekey/jwt-signer/keys.json",
+		"refresh-hint":          "30s",
+		"kubeconfig":            "",
+		"certificate-authority": "",
+		"metrics-bind-address":  "",
+	} {
+		f := signer.Flags().Lookup(name)
+		if f == nil {
+			t.Errorf("no --%s", name)
+			continue
+		}
+		if f.DefValue != want {
+			t.Errorf("--%s defaults to %q, want %q", name, f.DefValue, want)
+		}
+	}
+	if f := signer.Flags().Lookup("trust-consumer"); f == nil || f.DefValue != defaultTrustConsumer() || !strings.HasPrefix(f.DefValue, "kube-apiserver-jwt.") {
+		t.Errorf("--trust-consumer: %+v, want kube-apiserver-jwt.<host name>", f)
+	}
+
+	missing := filepath.Join(t.TempDir(), "missing")
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no CA":          {nil, "--certificate-authority is required"},
+		"bad mode":       {[]string{"--certificate-authority", "sa", "--socket-mode", "rw"}, `--socket-mode "rw"`},
+		"mode too large": {[]string{"--certificate-authority", "sa", "--socket-mode", "1777"}, "--socket-mode"},
+		"bad consumer":   {[]string{"--certificate-authority", "sa", "--trust-consumer", "Kube_API"}, "--trust-consumer"},
+		"short hint":     {[]string{"--certificate-authority", "sa", "--refresh-hint", "100ms"}, "--refresh-hint"},
+		"bad kubeconfig": {[]string{"--certificate-authority", "sa"}, "--kubeconfig"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand(&bytes.Buffer{})
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(append([]string{"jwt-signer", "--kubeconfig", missing, "--socket", filepath.Join(t.TempDir(), "s.sock")}, tc.args...))
+			if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// jwt-signer --help says what kube-apiserver is started with, and names
+// every flag.
+func TestJWTSignerHelp(t *testing.T) {
+	var out bytes.Buffer
+	root := NewCommand(&out)
+	root.SetOut(&out)
+	root.SetArgs([]string{"jwt-signer", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--service-account-signing-endpoint /run/rekey/jwt-signer.sock", "rekey-agent jwt-signer --kubeconfig", "ServiceAccountTokens", "--socket-mode string", "--refresh-hint duration", "--trust-consumer string", "--cache-file string"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	root = NewCommand(&out)
+	root.SetOut(&out)
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "jwt-signer") {
+		t.Errorf("rekey-agent --help does not list jwt-signer:\n%s", out.String())
+	}
+}
