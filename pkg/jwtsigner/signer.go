@@ -165,16 +165,23 @@ var (
 	_ externaljwt.Signer    = &Signer{}
 )
 
-// New returns a Signer of the options (validated) that asks with client.
+// New returns a Signer of the options that asks with client. A zero
+// SocketMode, RefreshHint, SignTimeout or FirstKeysWait is its default.
 func New(client clientset.Interface, opts Options) (*Signer, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
+	if opts.SocketMode == 0 {
+		opts.SocketMode = DefaultSocketMode
+	}
+	if opts.RefreshHint == 0 {
+		opts.RefreshHint = DefaultRefreshHint
 	}
 	if opts.SignTimeout == 0 {
 		opts.SignTimeout = DefaultSignTimeout
 	}
 	if opts.FirstKeysWait == 0 {
 		opts.FirstKeysWait = DefaultFirstKeysWait
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	return &Signer{
 		opts:          opts,

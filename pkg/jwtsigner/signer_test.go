@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	externaljwtv1 "k8s.io/externaljwt/apis/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -101,6 +102,8 @@ type started struct {
 	*Signer
 	grpc externaljwtv1.ExternalJWTSignerClient
 	stop func() error
+	// logs is what the signer logged (at verbosity 5).
+	logs ktesting.Buffer
 }
 
 // start runs a Signer (its clock replaced when clk is set) and dials it.
@@ -115,8 +118,8 @@ func start(t *testing.T, client *fake.Clientset, opts Options, clk *testingclock
 		s.clock = clk
 	}
 	s.reportBackoff = func() wait.Backoff { return wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30} }
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	eventually(t, "the socket is served", func() bool {
@@ -142,7 +145,7 @@ func start(t *testing.T, client *fake.Clientset, opts Options, clk *testingclock
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &started{Signer: s, grpc: externaljwtv1.NewExternalJWTSignerClient(conn), stop: stop}
+	return &started{Signer: s, grpc: externaljwtv1.NewExternalJWTSignerClient(conn), stop: stop, logs: logger.GetSink().(ktesting.Underlier).GetBuffer()}
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -543,5 +546,38 @@ func TestReportRetried(t *testing.T) {
 	})
 	if v := metric(testutil.GetCounterMetricValue(errorsTotal.WithLabelValues(opReport))); v != before+2 {
 		t.Errorf("errors_total{report} = %v, want %v", v, before+2)
+	}
+}
+
+// Neither claims nor tokens are logged, whether the signature succeeds, is
+// refused, fails, or is of a kid the CA does not name.
+func TestClaimsAndTokensNeverLogged(t *testing.T) {
+	a, b := mkKey(t, "a"), mkKey(t, "b")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	s := start(t, newClient(r, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	const marker = "system:serviceaccount:secret-marker:default"
+	c := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"` + marker + `","exp":1700003600,"iat":1700000000}`))
+	var secrets []string
+	resp, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, resp.Signature)
+	r.set(a, apierrors.NewInvalid(rotationv1alpha1.SchemeGroupVersion.WithKind("JWTSignRequest").GroupKind(), "sa", nil))
+	_, _ = s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c})
+	r.set(b, nil)
+	_, _ = s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c})
+	truncated := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"` + marker + `"`))
+	_, _ = s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: truncated})
+	logs := s.logs.String()
+	if !strings.Contains(logs, "Signed a service-account token") {
+		t.Fatalf("the logs were not captured at verbosity 5:\n%s", logs)
+	}
+	for _, secret := range append(secrets, marker, c, truncated) {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs hold %q:\n%s", secret, logs)
+		}
 	}
 }
