@@ -213,7 +213,7 @@ func notify(ch chan struct{}) {
 func (s *Signer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("certificateAuthority", s.opts.CertificateAuthority)
 	ctx = klog.NewContext(ctx, logger)
-	s.LoadCache(ctx)
+	s.loadCache(ctx)
 	lis, err := s.listen(ctx)
 	if err != nil {
 		return err
@@ -258,9 +258,9 @@ func (s *Signer) listen(ctx context.Context) (net.Listener, error) {
 	return lis, nil
 }
 
-// LoadCache serves the cache file's keys until the CA is read. A cache
+// loadCache serves the cache file's keys until the CA is read. A cache
 // that cannot be read or vouched for is logged and ignored.
-func (s *Signer) LoadCache(ctx context.Context) {
+func (s *Signer) loadCache(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	set, err := ReadCache(s.opts.CacheFile, s.opts.CertificateAuthority)
 	switch {
