@@ -135,22 +135,25 @@ fuzz:
 ## 5,000-node bootstrap burst, 5,000-node renewal storm after a rotation's
 ## Prepared, 5,000-consumer trust gate, 1,000 pods' PodCertificateRequests
 ## beside native CSRs, 100 revocations to kube-apiserver's 403 and its reads
-## with and without rekey's webhook); the report goes to _output/benchmarks.md
+## with and without rekey's webhook, service-account tokens through
+## rekey-agent jwt-signer beside kube-apiserver's key files); the report goes
+## to _output/benchmarks.md
 BENCH_ISSUANCES ?= 10000
 BENCH_BURST ?= 5000
 BENCH_STORM ?= 5000
 BENCH_RENEWAL_WINDOW ?= 60s
 BENCH_GATE ?= 5000
 BENCH_PCR ?= 1000
+BENCH_SATOKENS ?= true
 bench:
 	hack/install-test-deps.sh
 	$(GO) build -o /dev/null ./test/bench
 	hack/build-tools.sh kube-controller-manager >/dev/null
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest ./pkg/revocation ./pkg/crl
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/apis/certificates/validation ./pkg/policy ./pkg/signing ./pkg/admission/signerapproval ./pkg/attest ./pkg/revocation ./pkg/crl ./pkg/jwtkey ./pkg/externaljwt
 	mkdir -p _output
 	$(GO) run ./test/bench -issuances $(BENCH_ISSUANCES) -burst-nodes $(BENCH_BURST) \
 		-renewal-storm-nodes $(BENCH_STORM) -renewal-window $(BENCH_RENEWAL_WINDOW) -gate-consumers $(BENCH_GATE) \
-		-pcr-pods $(BENCH_PCR) -out _output/benchmarks.md
+		-pcr-pods $(BENCH_PCR) -satokens=$(BENCH_SATOKENS) -out _output/benchmarks.md
 
 ## tools: build kube-apiserver, kubectl and etcd into the cache (hack/build-tools.sh)
 tools:

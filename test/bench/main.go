@@ -8,7 +8,10 @@
 // rekey issues, beside the same node's native CSRs through
 // kube-controller-manager; and revocation: how soon kube-apiserver refuses
 // a revoked client certificate, and what rekey's authorization webhook
-// costs kube-apiserver's reads. `make bench` runs it.
+// costs kube-apiserver's reads; and service-account tokens signed through
+// rekey (kube-apiserver's --service-account-signing-endpoint on rekey-agent
+// jwt-signer) beside kube-apiserver's own key-file signing. `make bench`
+// runs it.
 package main
 
 import (
@@ -68,6 +71,11 @@ func main() {
 	flag.StringVar(&revProfile, "revocation-cpuprofile", "", "write CPU profiles of kube-apiserver (here) and rekey-apiserver (<name>-rekey.pprof), taken during the first read round with rekey's webhook")
 	flag.StringVar(&revWorkload, "revocation-workload", "get", "the revocation benchmark's read workload: get (each client GETs one tiny ConfigMap, the webhook's worst case), list (LISTs a namespace of 100 ConfigMaps of 1 KiB), mixed (kubelet-like: GET of its Node and LIST of its pods by spec.nodeName, taking turns)")
 	flag.BoolVar(&revocationOnly, "revocation-only", false, "run only the revocation benchmark")
+	flag.BoolVar(&satokens, "satokens", true, "measure service-account token signing (#33): TokenRequest through kube-apiservers signing with a key file (ES256, RSA-2048) and through one on --service-account-signing-endpoint (rekey-agent jwt-signer → signjwt), and Sign on the signer's socket beside the same signature in process (a control plane of its own; false or 0 skips it)")
+	flag.BoolVar(&satokensOnly, "satokens-only", false, "run only the service-account token benchmark")
+	flag.IntVar(&satRounds, "satoken-rounds", 4, "rounds of the service-account token benchmark; in each, every configuration takes its turn")
+	flag.DurationVar(&satWindow, "satoken-window", 5*time.Second, "length of each measured window in the service-account token benchmark (after a second unmeasured)")
+	flag.IntVar(&satClients, "satoken-clients", 32, "concurrent callers in the service-account token benchmark (TokenRequest, and Sign's concurrent rows)")
 	flag.Parse()
 	if err := run(*n, *requesters, *approvers, *burst, *rounds, *out, *skipNative); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -99,6 +107,11 @@ var (
 	revProfile       string
 	revWorkload      string
 	revocationOnly   bool
+	satokens         bool
+	satokensOnly     bool
+	satRounds        int
+	satWindow        time.Duration
+	satClients       int
 )
 
 func run(n, requesters, approvers, burst, rounds int, out string, skipNative bool) error {
@@ -113,13 +126,22 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	if err != nil {
 		return err
 	}
-	if revocationOnly {
-		rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile, revWorkload)
-		if err != nil {
-			return fmt.Errorf("revocation: %w", err)
+	if revocationOnly || satokensOnly {
+		report := fmt.Sprintf("## Run of %s\n\nMachine: %s.\n\nCommand: `go run ./test/bench %s`.\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), strings.Join(os.Args[1:], " "))
+		if revocationOnly {
+			rev, err := revocationBench(ctx, revocationDir(dir), rekeyBin, revocations, revClients, revRounds, revWindow, revCacheTTL, revProfile, revWorkload)
+			if err != nil {
+				return fmt.Errorf("revocation: %w", err)
+			}
+			report += renderRevocation(rev)
 		}
-		report := fmt.Sprintf("## Run of %s\n\nMachine: %s.\n\nCommand: `go run ./test/bench %s`.\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), strings.Join(os.Args[1:], " ")) +
-			renderRevocation(rev)
+		if satokensOnly {
+			sat, err := satokensBench(ctx, satokensDir(dir), rekeyBin, satClients, satRounds, satWindow)
+			if err != nil {
+				return fmt.Errorf("service-account tokens: %w", err)
+			}
+			report += renderSATokens(sat)
+		}
 		fmt.Print(report)
 		if out != "" {
 			return os.WriteFile(out, []byte(report), 0o644)
@@ -342,6 +364,12 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 			return fmt.Errorf("revocation: %w", err)
 		}
 	}
+	var sat *satokenResult
+	if satokens && !directOnly {
+		if sat, err = satokensBench(ctx, satokensDir(dir), rekeyBin, satClients, satRounds, satWindow); err != nil {
+			return fmt.Errorf("service-account tokens: %w", err)
+		}
+	}
 	report := render(results, mem, bursts, n, requesters, rounds)
 	if storm != nil {
 		report += renderStorm(storm)
@@ -354,6 +382,9 @@ func run(n, requesters, approvers, burst, rounds int, out string, skipNative boo
 	}
 	if rev != nil {
 		report += renderRevocation(rev)
+	}
+	if sat != nil {
+		report += renderSATokens(sat)
 	}
 	fmt.Print(report)
 	if out != "" {
