@@ -66,9 +66,9 @@ func TestTokenKeyStatus(t *testing.T) {
 	if prev == nil || prev.TokenKeyID != bound.Status.Current.TokenKeyID || cur.TokenKeyID != preparing.Status.Next.TokenKeyID || cur.TokensExpireTime != nil {
 		t.Fatalf("Prepared: current %+v previous %+v, want the keys swapped with their kids", cur, prev)
 	}
-	want := prepared.Status.LastInitiationFinishedTime.Add(2*time.Hour + time.Minute)
+	want := prepared.Status.LastInitiationFinishedTime.Add(2*time.Hour + 3*time.Minute)
 	if prev.TokensExpireTime == nil || !prev.TokensExpireTime.Time.Equal(want) {
-		t.Fatalf("previous.tokensExpireTime %v, want %v (Prepared + maxTokenExpiration + 1m)", prev.TokensExpireTime, want)
+		t.Fatalf("previous.tokensExpireTime %v, want %v (Prepared + maxTokenExpiration + 3m)", prev.TokensExpireTime, want)
 	}
 
 	// Prepared again: nothing to count, nothing to write, no recount timer.

@@ -4791,7 +4791,7 @@ func schema_pkg_apis_rotation_v1alpha1_CACertificate(ref common.ReferenceCallbac
 					},
 					"tokensExpireTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "tokensExpireTime is, for a ServiceAccountTokens CA's previous key, when every token it may have signed has expired: when it stopped signing (Prepared) plus maxTokenExpiration and a minute of leeway. Complete waits for it unless forced.",
+							Description: "tokensExpireTime is, for a ServiceAccountTokens CA's previous key, when every token it may have signed has expired: when it stopped signing (Prepared) plus maxTokenExpiration and three minutes of leeway (signjwt's slack on exp, kube-apiserver's on expiry, replicas' key caches). Complete waits for it unless forced.",
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},

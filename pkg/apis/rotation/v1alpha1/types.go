@@ -429,7 +429,9 @@ type CACertificate struct {
 	TokenKeyID string `json:"tokenKeyID,omitempty" protobuf:"bytes,7,opt,name=tokenKeyID"`
 	// tokensExpireTime is, for a ServiceAccountTokens CA's previous key,
 	// when every token it may have signed has expired: when it stopped
-	// signing (Prepared) plus maxTokenExpiration and a minute of leeway.
+	// signing (Prepared) plus maxTokenExpiration and three minutes of
+	// leeway (signjwt's slack on exp, kube-apiserver's on expiry, replicas'
+	// key caches).
 	// Complete waits for it unless forced.
 	// +optional
 	TokensExpireTime *metav1.Time `json:"tokensExpireTime,omitempty" protobuf:"bytes,8,opt,name=tokensExpireTime"`

@@ -45,7 +45,9 @@ type CACertificateApplyConfiguration struct {
 	TokenKeyID *string `json:"tokenKeyID,omitempty"`
 	// tokensExpireTime is, for a ServiceAccountTokens CA's previous key,
 	// when every token it may have signed has expired: when it stopped
-	// signing (Prepared) plus maxTokenExpiration and a minute of leeway.
+	// signing (Prepared) plus maxTokenExpiration and three minutes of
+	// leeway (signjwt's slack on exp, kube-apiserver's on expiry, replicas'
+	// key caches).
 	// Complete waits for it unless forced.
 	TokensExpireTime *v1.Time `json:"tokensExpireTime,omitempty"`
 }
