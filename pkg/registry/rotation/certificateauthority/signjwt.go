@@ -109,7 +109,10 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 		}
 	}
 	logger := klog.FromContext(ctx).WithValues("certificateAuthority", name)
-	stored, err := r.cas.Get(ctx, name, &metav1.GetOptions{})
+	// From the watch cache, not a quorum read of etcd per token: what is
+	// read here (purpose, maxTokenExpiration, issuer) is immutable, and the
+	// key that signs comes from the binding, not from this object.
+	stored, err := r.cas.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
 	}
