@@ -175,8 +175,7 @@ type JWTSigner struct {
 // StartJWTSigner runs `rekey-agent jwt-signer` (the test binary) for the
 // rest of the test as a user of its own (a client certificate of the
 // cluster's client CA, as a control-plane host's signer has) bound to
-// rekey:jwt-signer, rekey:trust-reporter and a role granting trust on the
-// CA, so that it registers its TrustConsumer. It waits until the signer
+// rekey:jwt-signer and nothing else. It waits until the signer
 // wrote its cache file (what it answers FetchKeys from), so that a
 // kube-apiserver may start on its socket. The signer is killed at the
 // test's end; its log is in the cluster's directory.
@@ -206,7 +205,7 @@ func (c *Cluster) StartJWTSigner(t testing.TB, opts JWTSignerOptions) *JWTSigner
 	if s.Kubeconfig, err = c.UserKubeconfigAt(server, s.User); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.bindJWTSigner(s.User, opts.CertificateAuthority); err != nil {
+	if err := c.bindJWTSigner(s.User); err != nil {
 		t.Fatal(err)
 	}
 	ports, err := FreePorts(1)
@@ -273,32 +272,17 @@ func (s *JWTSigner) Restart(t testing.TB) {
 	s.start(t, bin)
 }
 
-// bindJWTSigner gives user what a jwt-signer needs: rekey:jwt-signer,
-// rekey:trust-reporter, and trust on the CA (a ClusterRole naming it),
-// which the TrustConsumer admission plugin wants of whoever registers a
-// consumer of it.
-func (c *Cluster) bindJWTSigner(user, ca string) error {
-	ctx := context.Background()
-	trustRole := "e2e:trust:" + ca
-	_, err := c.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: trustRole},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"rotation.rekey.io"}, Resources: []string{"certificateauthorities"},
-			ResourceNames: []string{ca}, Verbs: []string{"trust"},
-		}},
+// bindJWTSigner binds user to rekey:jwt-signer, the shipped role, which
+// carries all a signer needs (signjwt, the CA's watch, its TrustConsumer
+// and trust on the CA).
+func (c *Cluster) bindJWTSigner(user string) error {
+	_, err := c.Admin.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e:" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: JWTSignerRole},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ClusterRole %s: %w", trustRole, err)
-	}
-	for _, role := range []string{JWTSignerRole, "rekey:trust-reporter", trustRole} {
-		_, err := c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e:" + user + ":" + role},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-		}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("binding %s to %s: %w", user, role, err)
-		}
+		return fmt.Errorf("binding %s to %s: %w", user, JWTSignerRole, err)
 	}
 	return nil
 }
