@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -79,6 +80,7 @@ type apiServer struct {
 //  6. The signer killed with SIGKILL: existing tokens keep reviewing,
 //     TokenRequest fails while it is down (kube-apiserver waits for the
 //     signer until the request's deadline) and works once it is back.
+//  7. The legacy key's expireTime passes: the key file's token is refused.
 //
 // It switches the suite's kube-apiserver to the signer and back to the key
 // files at its end (tokens it minted meanwhile then stop verifying; the
@@ -409,6 +411,49 @@ func TestServiceAccountTokensSignedByRekey(t *testing.T) {
 		return reviewToken(ctx, b, tok.token)
 	})
 	step("TokenRequest on A works again %.1fs after the signer's restart", time.Since(restarted).Seconds())
+
+	// 7. Migration's end: once the legacy key's expireTime passes, the
+	// signers stop serving it and the key file's token is refused; the
+	// CA's own tokens still review. Last, because rekey-apiserver's own
+	// credential here is such a token (docs/decisions.md: a token minted
+	// before the switch serves only as long as it lives): from now on
+	// rekey cannot authorize signjwt until the cleanup puts
+	// kube-apiserver back on the key files.
+	current, err := mintToken(ctx, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	patch := fmt.Sprintf(`{"spec":{"serviceAccountTokens":{"legacyPublicKeys":[{"publicKey":%q,"expireTime":%q}]}}}`, saPub, expire.UTC().Format(time.RFC3339))
+	if _, err := cas.Patch(ctx, saKeysCA, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("moving the legacy key's expireTime to %s: %v", expire, err)
+	}
+	framework.Stays(t, time.Until(expire)-time.Second, "the key file's token reviewing until the legacy key's expireTime", func(ctx context.Context) error {
+		for _, s := range []apiServer{a, b} {
+			if err := reviewToken(ctx, s, t0.token); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	framework.Eventually(t, 45*time.Second, "the key file's token refused by both kube-apiservers after the legacy key's expireTime", func(ctx context.Context) error {
+		for _, s := range []apiServer{a, b} {
+			r, err := tokenReview(ctx, s, t0.token)
+			if err != nil {
+				return err
+			}
+			if r.Status.Authenticated {
+				return fmt.Errorf("%s still accepts the key file's token", s.name)
+			}
+		}
+		return nil
+	})
+	step("the key file's token refused by both %.1fs after the legacy key's expireTime", time.Since(expire).Seconds())
+	for _, s := range []apiServer{a, b} {
+		if err := reviewToken(ctx, s, current.token); err != nil {
+			t.Fatalf("a token of the CA's key on %s after the legacy key expired: %v", s.name, err)
+		}
+	}
 }
 
 // reportedHolding checks that the TrustConsumer reported holding the CA
