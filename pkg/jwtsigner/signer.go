@@ -518,13 +518,17 @@ func (s *Signer) SignJWT(ctx context.Context, claims string) (hdr, sig, kid stri
 	resp, err := s.client.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, s.opts.CertificateAuthority, &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
 	if err != nil {
 		var code codes.Code
-		code, result = classify(err)
-		if result == resultRefused {
-			logger.V(2).Info("rekey-apiserver refused to sign", "err", err.Error())
+		var reason string
+		code, result, reason = classify(err)
+		if code == codes.InvalidArgument {
+			// kube-apiserver's claims broke a rule: the answer names it.
+			logger.V(2).Info("rekey-apiserver refused the claims", "err", err.Error())
 		} else {
-			logger.Error(err, "rekey-apiserver did not sign")
+			logger.Error(err, "rekey-apiserver did not sign", "code", code)
 		}
-		return "", "", "", status.Errorf(code, "signjwt of CertificateAuthority %s: %v", s.opts.CertificateAuthority, err)
+		// The answer reaches TokenRequest callers (kube-apiserver puts it
+		// in their 500): a fixed reason, the details only in this log.
+		return "", "", "", status.Error(code, reason)
 	}
 	kid = resp.KeyID
 	if !s.signs(kid) {
@@ -535,7 +539,8 @@ func (s *Signer) SignJWT(ctx context.Context, claims string) (hdr, sig, kid stri
 		}
 		if !s.signs(kid) {
 			result = resultUnavailable
-			return "", "", kid, status.Errorf(codes.Unavailable, "the key that signed (kid %q) is not among the keys served yet: CertificateAuthority %s's status does not name it; try again", kid, s.opts.CertificateAuthority)
+			logger.Error(nil, "rekey-apiserver signed with a key the CertificateAuthority's status does not name; refused", "kid", kid)
+			return "", "", kid, status.Error(codes.Unavailable, "the key that signed is not among the keys served yet; try again")
 		}
 	}
 	result = resultSigned
@@ -564,34 +569,79 @@ func (s *Signer) reread(ctx context.Context, kid string) error {
 	return s.applyCA(ctx, ca)
 }
 
-// classify maps a signjwt error to a gRPC code and a result.
-func classify(err error) (codes.Code, string) {
+// Reasons Sign answers with. kube-apiserver hands them to TokenRequest
+// callers, so they tell the class of failure and nothing of the signer's
+// user, the CA, its conditions or rekey-apiserver's address.
+const (
+	reasonForbidden   = "the signer is not authorized to sign; see rekey-agent jwt-signer's log"
+	reasonWrongCA     = "rekey-apiserver refused to sign with this CertificateAuthority; see rekey-agent jwt-signer's log"
+	reasonNotReady    = "the signing key is not ready; see rekey-agent jwt-signer's log"
+	reasonBusy        = "rekey-apiserver is busy; try again"
+	reasonSlow        = "rekey-apiserver did not answer in time; try again"
+	reasonCanceled    = "the request was canceled"
+	reasonFailed      = "rekey-apiserver failed to sign; see rekey-agent jwt-signer's log"
+	reasonUnreachable = "rekey-apiserver is unreachable; see rekey-agent jwt-signer's log"
+	// reasonClaims starts the answer to claims signjwt refused, followed
+	// by the rule they broke.
+	reasonClaims = "rekey-apiserver refused the claims"
+	// maxRuleLength caps the rule repeated from a refusal.
+	maxRuleLength = 512
+)
+
+// classify maps a signjwt error to a gRPC code, a result and the reason
+// answered.
+func classify(err error) (codes.Code, string, string) {
 	switch {
 	case apierrors.IsInvalid(err):
 		// The claims broke a rule (lifetime, issuer, clock).
-		return codes.InvalidArgument, resultRefused
+		return codes.InvalidArgument, resultRefused, claimsReason(err)
 	case apierrors.IsBadRequest(err):
 		// The CA signs certificates, or the request was refused whole.
-		return codes.FailedPrecondition, resultRefused
+		return codes.FailedPrecondition, resultRefused, reasonWrongCA
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return codes.PermissionDenied, resultRefused
-	case apierrors.IsNotFound(err):
-		// The CA, or rekey's API behind the aggregator, is not there
-		// (yet: at a control plane's start).
-		return codes.Unavailable, resultUnavailable
-	case apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
-		return codes.Unavailable, resultUnavailable
+		return codes.PermissionDenied, resultRefused, reasonForbidden
+	case apierrors.IsNotFound(err), apierrors.IsServiceUnavailable(err):
+		// The CA (or rekey's API behind the aggregator, at a control
+		// plane's start) is not there, or its key is not Ready.
+		return codes.Unavailable, resultUnavailable, reasonNotReady
+	case apierrors.IsTooManyRequests(err):
+		return codes.Unavailable, resultUnavailable, reasonBusy
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return codes.Unavailable, resultUnavailable, reasonSlow
 	case errors.Is(err, context.Canceled):
-		return codes.Canceled, resultError
+		return codes.Canceled, resultError, reasonCanceled
 	case errors.Is(err, context.DeadlineExceeded):
-		return codes.Unavailable, resultUnavailable
+		return codes.Unavailable, resultUnavailable, reasonSlow
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
-		return codes.Internal, resultError
+		return codes.Internal, resultError, reasonFailed
 	}
 	// No answer at all: the server cannot be reached.
-	return codes.Unavailable, resultUnavailable
+	return codes.Unavailable, resultUnavailable, reasonUnreachable
+}
+
+// claimsReason is the answer to claims signjwt refused (422): the rules
+// broken, from the causes on the field claims (which name only the rule),
+// never the rest of the message (which names the CA).
+func claimsReason(err error) string {
+	var rules []string
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Details != nil {
+		for _, c := range st.Status().Details.Causes {
+			if c.Field == "claims" {
+				rules = append(rules, strings.TrimPrefix(c.Message, "Invalid value: "))
+			}
+		}
+	}
+	if len(rules) == 0 {
+		return reasonClaims + "; see rekey-agent jwt-signer's log"
+	}
+	rule := strings.Join(rules, "; ")
+	if len(rule) > maxRuleLength {
+		rule = strings.ToValidUTF8(rule[:maxRuleLength], "") + "..."
+	}
+	return reasonClaims + ": " + rule
 }
 
 // reportLoop registers the TrustConsumer, then reports after each

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
@@ -578,6 +579,57 @@ func TestClaimsAndTokensNeverLogged(t *testing.T) {
 	for _, secret := range append(secrets, marker, c, truncated) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the logs hold %q:\n%s", secret, logs)
+		}
+	}
+}
+
+// What Sign answers kube-apiserver reaches TokenRequest callers (in
+// kube-apiserver's 500): a code and a fixed reason per class, never the
+// signer's user, the CA's name, condition messages or dial addresses. The
+// full error is logged here.
+func TestSignErrorsTellNoDetails(t *testing.T) {
+	a := mkKey(t, "a")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	s := start(t, newClient(r, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	gr := rotationv1alpha1.Resource("certificateauthorities")
+	const ca = "service-account-tokens"
+	secrets := []string{ca, "rekey:jwt-signer:cp-1", "PKCS#11 slot 3", "10.96.0.17", "rekey-apiserver.rekey-system", "10.0.0.5", "JWTSignRequest"}
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		want string
+	}{
+		{apierrors.NewForbidden(gr, ca, errors.New(`User "rekey:jwt-signer:cp-1" cannot create resource "certificateauthorities/signjwt"`)), codes.PermissionDenied, "the signer is not authorized to sign; see rekey-agent jwt-signer's log"},
+		{apierrors.NewUnauthorized(`User "rekey:jwt-signer:cp-1": certificate expired`), codes.PermissionDenied, "the signer is not authorized to sign; see rekey-agent jwt-signer's log"},
+		{apierrors.NewServiceUnavailable(`CertificateAuthority "service-account-tokens" is not Ready (KeyUnavailable): PKCS#11 slot 3 login failed`), codes.Unavailable, "the signing key is not ready; see rekey-agent jwt-signer's log"},
+		{apierrors.NewNotFound(gr, ca), codes.Unavailable, "the signing key is not ready; see rekey-agent jwt-signer's log"},
+		{errors.New(`Post "https://rekey-apiserver.rekey-system.svc:443/apis": dial tcp 10.96.0.17:443: connect: connection refused`), codes.Unavailable, "rekey-apiserver is unreachable; see rekey-agent jwt-signer's log"},
+		{apierrors.NewInternalError(errors.New("etcd at 10.0.0.5:2379 timed out")), codes.Internal, "rekey-apiserver failed to sign; see rekey-agent jwt-signer's log"},
+		{apierrors.NewBadRequest(`CertificateAuthority "service-account-tokens" signs certificates (spec.purpose Certificates), not service-account tokens`), codes.FailedPrecondition, "rekey-apiserver refused to sign with this CertificateAuthority; see rekey-agent jwt-signer's log"},
+		{apierrors.NewTooManyRequests("rekey:jwt-signer:cp-1 is throttled", 1), codes.Unavailable, "rekey-apiserver is busy; try again"},
+		{apierrors.NewInvalid(rotationv1alpha1.SchemeGroupVersion.WithKind("JWTSignRequest").GroupKind(), ca,
+			field.ErrorList{field.Invalid(field.NewPath("claims"), field.OmitValueType{}, `"exp" - "iat" is 90000 s, more than spec.serviceAccountTokens.maxTokenExpiration (24h0m0s)`)}),
+			codes.InvalidArgument, `rekey-apiserver refused the claims: "exp" - "iat" is 90000 s, more than spec.serviceAccountTokens.maxTokenExpiration (24h0m0s)`},
+	} {
+		r.set(a, tc.err)
+		_, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)})
+		st := status.Convert(err)
+		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.want) {
+			t.Errorf("signjwt error %v: Sign = %v, want %s %q", tc.err, err, tc.code, tc.want)
+		}
+		for _, secret := range secrets {
+			if strings.Contains(st.Message(), secret) {
+				t.Errorf("signjwt error %v: Sign's answer %q tells %q", tc.err, st.Message(), secret)
+			}
+		}
+	}
+	// The operator reads the details here.
+	logs := s.logs.String()
+	for _, want := range []string{"rekey:jwt-signer:cp-1", "PKCS#11 slot 3", "10.96.0.17", "10.0.0.5"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the logs do not hold %q:\n%s", want, logs)
 		}
 	}
 }
