@@ -157,6 +157,17 @@ func (s *Set) signs(kid string) bool {
 	return false
 }
 
+// publicKey is the public key the set serves for discovery as kid (nil:
+// none; a legacy key never signs).
+func (s *Set) publicKey(kid string) crypto.PublicKey {
+	for _, k := range s.Keys {
+		if k.KeyID == kid && k.State != StateLegacy {
+			return k.pub
+		}
+	}
+	return nil
+}
+
 // FromCA is the set a ServiceAccountTokens CertificateAuthority says to
 // serve at now (without a timestamp): its current, next and previous keys
 // (their CA certificates' public keys) and its legacy public keys whose

@@ -31,7 +31,7 @@ const (
 var (
 	signaturesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "rekey", Subsystem: "jwt_signer", Name: "signatures_total",
-		Help:           "Sign calls of kube-apiserver, by kid of the key that signed (empty when none did) and result (signed; refused: rekey-apiserver refused the claims or the CA; unavailable: rekey-apiserver or the key could not be reached, or the key that signed is not served yet; error: anything else).",
+		Help:           "Sign calls of kube-apiserver, by kid of the key that signed (empty when none did) and result (signed; refused: rekey-apiserver refused the claims or the CA; unavailable: rekey-apiserver or the key could not be reached, or the key that signed is not served yet; error: anything else, a signature that does not verify over the claims sent included).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"key_id", "result"})
 	signDuration = metrics.NewHistogram(&metrics.HistogramOpts{

@@ -12,7 +12,9 @@
 //   - Sign by forwarding the claims to the CA's signjwt subresource: the
 //     private key never leaves rekey's key store. A token whose kid the
 //     keys served do not have is not handed out: the CA is read again
-//     first, and the call fails if the kid is still not there.
+//     first, and the call fails if the kid is still not there. Nor is a
+//     signature that does not verify over the claims sent with the key
+//     served for its kid.
 //
 // After each FetchKeys answer it reports, as a TrustConsumer (registered by
 // itself), the fingerprints of the CA certificates whose keys kube-apiserver
@@ -23,9 +25,15 @@ package jwtsigner
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -47,6 +55,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/externaljwt"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
+	"rekey.io/rekey/pkg/jwtkey"
 	"rekey.io/rekey/pkg/trustsync"
 )
 
@@ -543,8 +552,67 @@ func (s *Signer) SignJWT(ctx context.Context, claims string) (hdr, sig, kid stri
 			return "", "", kid, status.Error(codes.Unavailable, "the key that signed is not among the keys served yet; try again")
 		}
 	}
+	// What rekey-apiserver signed may not be what was sent (a mutating
+	// admission webhook there can rewrite the claims): kube-apiserver
+	// would hand out a token that does not verify, or whose claims it did
+	// not write.
+	if err := s.verify(kid, resp.Header, claims, resp.Signature); err != nil {
+		logger.Error(err, "rekey-apiserver's signature does not verify over the claims sent with the key served for its kid; refused", "kid", kid)
+		return "", "", kid, status.Error(codes.Internal, "the signature does not verify")
+	}
 	result = resultSigned
 	return resp.Header, resp.Signature, kid, nil
+}
+
+// verify checks sig64 over hdr64.claims with the public key served for kid.
+func (s *Signer) verify(kid, hdr64, claims, sig64 string) error {
+	s.mu.Lock()
+	var pub crypto.PublicKey
+	if s.set != nil {
+		pub = s.set.publicKey(kid)
+	}
+	s.mu.Unlock()
+	if pub == nil {
+		return fmt.Errorf("no key served for kid %q", kid)
+	}
+	return verifyJWS(pub, hdr64, claims, sig64)
+}
+
+// verifyJWS checks a JWS signature (unpadded base64url) over
+// hdr64.claims64 with pub: ES256 (P-256, R||S) or RS256 (PKCS#1 v1.5),
+// the algorithms jwtkey signs with.
+func verifyJWS(pub crypto.PublicKey, hdr64, claims64, sig64 string) error {
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(sig64)
+	if err != nil {
+		return fmt.Errorf("the signature is not unpadded base64url: %w", err)
+	}
+	alg, err := jwtkey.AlgorithmFor(pub)
+	if err != nil {
+		return err
+	}
+	digest := sha256.Sum256([]byte(hdr64 + "." + claims64))
+	switch alg {
+	case jwtkey.ES256:
+		key, ok := pub.(*ecdsa.PublicKey)
+		if !ok || len(sig) != 64 {
+			return fmt.Errorf("an ES256 signature is 64 bytes, not %d", len(sig))
+		}
+		r, ss := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		if !ecdsa.Verify(key, digest[:], r, ss) {
+			return errors.New("the ES256 signature does not verify")
+		}
+		return nil
+	case jwtkey.RS256:
+		key, ok := pub.(*rsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("an RS256 key is RSA, not %T", pub)
+		}
+		if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
+			return fmt.Errorf("the RS256 signature does not verify: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("algorithm %s is not verified here", alg)
 }
 
 // signs says whether the keys served have kid for discovery.

@@ -3,6 +3,10 @@ package jwtsigner
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
@@ -43,6 +47,11 @@ type remote struct {
 	key   *testKey
 	err   error
 	calls int
+	// rewrite, when set, changes the claims before they are signed (a
+	// mutating webhook in rekey-apiserver, say).
+	rewrite func(claims string) string
+	// signer, when set, signs in key's stead (still answering key's kid).
+	signer crypto.Signer
 }
 
 func (r *remote) set(key *testKey, err error) {
@@ -62,7 +71,15 @@ func (r *remote) react(action k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, r.err
 	}
 	req := action.(k8stesting.CreateAction).GetObject().(*rotationv1alpha1.JWTSignRequest)
-	hdr, sig, err := jwtkey.Sign(r.key.kp.Key, r.key.kid, req.Claims)
+	c := req.Claims
+	if r.rewrite != nil {
+		c = r.rewrite(c)
+	}
+	var signer crypto.Signer = r.key.kp.Key
+	if r.signer != nil {
+		signer = r.signer
+	}
+	hdr, sig, err := jwtkey.Sign(signer, r.key.kid, c)
 	if err != nil {
 		return true, nil, err
 	}
@@ -630,6 +647,78 @@ func TestSignErrorsTellNoDetails(t *testing.T) {
 	for _, want := range []string{"rekey:jwt-signer:cp-1", "PKCS#11 slot 3", "10.96.0.17", "10.0.0.5"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the logs do not hold %q:\n%s", want, logs)
+		}
+	}
+}
+
+// A signature that does not verify, over the claims this signer sent,
+// with the key served for its kid is not handed to kube-apiserver: claims
+// changed on the way (a mutating webhook in rekey-apiserver), or another
+// key answering the kid.
+func TestSignatureVerified(t *testing.T) {
+	a, other := mkKey(t, "a"), mkKey(t, "other")
+	opts := testOptions(t)
+	r := &remote{key: a}
+	s := start(t, newClient(r, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	if _, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)}); err != nil {
+		t.Fatalf("Sign of untouched claims: %v", err)
+	}
+	for name, tamper := range map[string]func(*remote){
+		"claims rewritten": func(r *remote) {
+			r.rewrite = func(string) string {
+				return base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"https://kubernetes.default.svc","sub":"system:serviceaccount:kube-system:admin","exp":1700003600,"iat":1700000000}`))
+			}
+		},
+		"another key": func(r *remote) { r.signer = other.kp.Key },
+	} {
+		r.mu.Lock()
+		r.rewrite, r.signer = nil, nil
+		tamper(r)
+		r.mu.Unlock()
+		before := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(a.kid, resultError)))
+		resp, err := s.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)})
+		if st := status.Convert(err); st.Code() != codes.Internal || st.Message() != "the signature does not verify" {
+			t.Errorf("%s: Sign = %v, %v; want Internal, the signature does not verify", name, resp, err)
+		}
+		if v := metric(testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues(a.kid, resultError))); v != before+1 {
+			t.Errorf("%s: signatures_total{%s,error} = %v, want %v", name, a.kid, v, before+1)
+		}
+	}
+}
+
+// verifyJWS takes what jwtkey.Sign makes, ES256 and RS256, and nothing
+// else: other claims, another key, a truncated signature.
+func TestVerifyJWS(t *testing.T) {
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherEC, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claims(t)
+	for name, key := range map[string]crypto.Signer{"ES256": ecKey, "RS256": rsaKey} {
+		hdr, sig, err := jwtkey.Sign(key, "kid", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verifyJWS(key.Public(), hdr, c, sig); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err := verifyJWS(key.Public(), hdr, c+"x", sig); err == nil {
+			t.Errorf("%s: other claims verify", name)
+		}
+		if err := verifyJWS(key.Public(), hdr, c, sig[:len(sig)-4]); err == nil {
+			t.Errorf("%s: a truncated signature verifies", name)
+		}
+		if err := verifyJWS(otherEC.Public(), hdr, c, sig); err == nil {
+			t.Errorf("%s: another key verifies", name)
 		}
 	}
 }
