@@ -7,6 +7,7 @@
 package jwtkey
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,8 +21,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Algorithm is a JWS signing algorithm rekey signs with.
@@ -91,7 +95,9 @@ func CheckKeyID(kid string) error {
 }
 
 // DecodeClaims checks that claims is unpadded base64url of a JSON object,
-// its size capped before decoding, and returns the object's members.
+// its size capped before decoding, with no two members of any object that
+// a case-insensitive reader could take for one and no case variant of a
+// registered claim (checkMemberNames), and returns the object's members.
 func DecodeClaims(claims string) (map[string]json.RawMessage, error) {
 	if claims == "" {
 		return nil, errors.New("must not be empty")
@@ -110,7 +116,124 @@ func DecodeClaims(claims string) (map[string]json.RawMessage, error) {
 	if obj == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
+	if err := checkMemberNames(payload); err != nil {
+		return nil, err
+	}
 	return obj, nil
+}
+
+// RegisteredClaims are the JWT claims (RFC 7519 section 4.1) whose case
+// variants DecodeClaims refuses.
+var RegisteredClaims = []string{"exp", "iat", "nbf", "iss", "aud", "sub", "jti"}
+
+// checkMemberNames refuses, in every object of payload (valid JSON), two
+// members whose names are equal or differ only in case, and at the top
+// level a member whose name is a case variant of a registered claim
+// without being it. kube-apiserver verifies with go-jose's JSON, which is
+// case-sensitive and refuses duplicates, but verifiers that federate with
+// the issuer and read claims with Go's encoding/json (go-oidc among them)
+// match member names ignoring case and keep the last duplicate: to them
+// {"exp":<soon>,"EXP":<in ten years>} expires in ten years, past every
+// bound checked on "exp". kube-apiserver never sends such names.
+// Names are compared as decoded (escapes resolved), with the same Unicode
+// simple case folding as encoding/json (strings.EqualFold).
+func checkMemberNames(payload []byte) error {
+	type frame struct {
+		object bool
+		// wantName: the next token of this object is a member name.
+		wantName bool
+		names    map[string]string // folded name → name as written
+	}
+	registered := make(map[string]string, len(RegisteredClaims))
+	for _, c := range RegisteredClaims {
+		registered[foldName(c)] = c
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var stack []*frame
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantName = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("not a JSON object: %w", err)
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantName {
+			top := stack[n-1]
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			name, ok := tok.(string)
+			if !ok {
+				return fmt.Errorf("not a JSON object: a member name is a %T", tok)
+			}
+			folded := foldName(name)
+			if seen, dup := top.names[folded]; dup {
+				if seen == name {
+					return fmt.Errorf("duplicate member %s: verifiers disagree on which one counts", quoteName(name))
+				}
+				return fmt.Errorf("members %s and %s differ only in case: verifiers that ignore case would read them as one", quoteName(name), quoteName(seen))
+			}
+			if n == 1 {
+				if c, ok := registered[folded]; ok && c != name {
+					return fmt.Errorf("member %s is a case variant of the registered claim %q: verifiers that ignore case would read it as %q", quoteName(name), c, c)
+				}
+			}
+			top.names[folded] = name
+			top.wantName = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, wantName: true, names: map[string]string{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'), json.Delim('}'):
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+// foldName maps a name to the least rune of each rune's Unicode simple
+// case-folding orbit, so that foldName(a) == foldName(b) exactly when
+// strings.EqualFold(a, b) (and encoding/json's name matching) says they
+// are the same name: "ſub" (long s) folds as "sub" does.
+func foldName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < least {
+				least = f
+			}
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// quoteName quotes a member name for an error, cut short: the name comes
+// from the caller and may be long.
+func quoteName(name string) string {
+	const max = 64
+	if len(name) > max {
+		return strconv.Quote(name[:max]) + "..."
+	}
+	return strconv.Quote(name)
 }
 
 // header is the JWS protected header; kube-apiserver refuses any other field.

@@ -88,6 +88,41 @@ func TestDecodeClaims(t *testing.T) {
 	}
 }
 
+// TestDecodeClaimsMemberNames: a verifier reading claims with Go's
+// encoding/json (go-oidc and others that federate with the issuer's JWKS)
+// folds case and takes the last of duplicate members, so "EXP" after
+// "exp" is its expiry. Claims where two members could be read as one, or
+// where a member is a case variant of a registered claim, are refused;
+// kube-apiserver never sends them.
+func TestDecodeClaimsMemberNames(t *testing.T) {
+	for _, tc := range []struct{ name, json, want string }{
+		{"duplicate exp", `{"exp":5,"exp":6}`, `duplicate member "exp"`},
+		{"case-variant EXP beside exp", `{"exp":5,"EXP":315360000}`, `"EXP" and "exp" differ only in case`},
+		{"lone case-variant Iat", `{"Iat":5}`, `"Iat" is a case variant of the registered claim "iat"`},
+		{"lone case-variant ISS", `{"ISS":"x"}`, `"ISS" is a case variant of the registered claim "iss"`},
+		{"long s in sub (folds to s)", "{\"\u017fub\":\"x\"}", `is a case variant of the registered claim "sub"`},
+		{"escaped duplicate", `{"exp":5,"\u0065xp":6}`, `duplicate member "exp"`},
+		{"nested case duplicate", `{"kubernetes.io":{"namespace":"a","Namespace":"b"}}`, `"Namespace" and "namespace" differ only in case`},
+		{"nested in an array", `{"aud":[{"a":1,"a":2}]}`, `duplicate member "a"`},
+		{"case-variant aud, nbf, jti", `{"Aud":"x"}`, `registered claim "aud"`},
+	} {
+		_, err := DecodeClaims(base64.RawURLEncoding.EncodeToString([]byte(tc.json)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	// Different members, the same key in sibling objects, and case variants
+	// of names that are not registered claims at the top level are fine.
+	for _, ok := range []string{
+		`{"aud":["a","a"],"exp":1,"iat":1,"iss":"x","jti":"j","nbf":1,"sub":"s","kubernetes.io":{"pod":{"name":"p","uid":"u"},"svcacct":{"name":"n","uid":"u"}}}`,
+		`{"a":{"x":1},"b":{"x":1},"Expiry":1,"exp_":2}`,
+	} {
+		if _, err := DecodeClaims(base64.RawURLEncoding.EncodeToString([]byte(ok))); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
 func TestParsePublicKeyPEM(t *testing.T) {
 	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
 	pkix, _ := x509.MarshalPKIXPublicKey(&rk.PublicKey)

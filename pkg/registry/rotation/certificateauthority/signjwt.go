@@ -214,8 +214,10 @@ type CheckedClaims struct {
 // CA configured by keys: exp and iat integers, exp after iat by at most
 // maxTokenExpiration, iat within IssuedAtSkew of now, exp no later than
 // now + maxTokenExpiration + ExpiryLeeway (so that a rotation knows when
-// every token of the old key has expired), and iss the configured issuer
-// when one is set. The error states the rule broken without the claims.
+// every token of the old key has expired), nbf (when present) an integer
+// not after exp, and iss the configured issuer when one is set; no member
+// a case-insensitive verifier could read as another (jwtkey.DecodeClaims).
+// The error states the rule broken without the claims.
 func CheckClaims(claims string, keys *rotation.ServiceAccountTokenKeys, now time.Time) (CheckedClaims, error) {
 	obj, err := jwtkey.DecodeClaims(claims)
 	if err != nil {
@@ -239,6 +241,17 @@ func CheckClaims(claims string, keys *rotation.ServiceAccountTokenKeys, now time
 	}
 	if exp <= iat {
 		return CheckedClaims{}, fmt.Errorf(`"exp" (%d) must be after "iat" (%d)`, exp, iat)
+	}
+	// nbf is optional (kube-apiserver sets it to iat); a token that is
+	// never valid is refused rather than signed.
+	if _, ok := obj["nbf"]; ok {
+		nbf, err := integerClaim(obj, "nbf")
+		if err != nil {
+			return CheckedClaims{}, err
+		}
+		if nbf > exp {
+			return CheckedClaims{}, fmt.Errorf(`"nbf" (%d) must not be after "exp" (%d)`, nbf, exp)
+		}
 	}
 	maxSeconds := int64(maxExp / time.Second)
 	// exp > iat, both int64: the difference may overflow only when it is

@@ -73,6 +73,12 @@ func TestCheckClaims(t *testing.T) {
 		{name: "exp past now+max+1m", claims: kubeClaims(now+120, now+120+3600), keys: withIssuer, want: `is later than now + spec.serviceAccountTokens.maxTokenExpiration (1h0m0s) + 1m0s`},
 		{name: "wrong iss", claims: strings.Replace(kubeClaims(now, now+60), "issuer.example", "evil.example", 1), keys: withIssuer, want: `"iss" must be spec.serviceAccountTokens.issuer "https://issuer.example"`},
 		{name: "no iss", claims: fmt.Sprintf(`{"iat":%d,"exp":%d}`, now, now+60), keys: withIssuer, want: `"iss" is missing`},
+		{name: "case-variant EXP", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"EXP":%d}`, now, now+600, now+1e9), keys: withIssuer, want: `"EXP" and "exp" differ only in case`},
+		{name: "lone case-variant Exp", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"Exp":%d}`, now, now+600), keys: withIssuer, want: `"Exp" is a case variant of the registered claim "exp"`},
+		{name: "duplicate exp", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"exp":%d}`, now, now+600, now+60), keys: withIssuer, want: `duplicate member "exp"`},
+		{name: "nbf after exp", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"nbf":%d}`, now, now+600, now+601), keys: withIssuer, want: `"nbf" (` + fmt.Sprint(now+601) + `) must not be after "exp"`},
+		{name: "nbf at exp", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"nbf":%d}`, now, now+600, now+600), keys: withIssuer},
+		{name: "nbf a string", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"nbf":"%d"}`, now, now+600, now), keys: withIssuer, want: `"nbf" must be an integer`},
 		{name: "iss not a string", claims: fmt.Sprintf(`{"iat":%d,"exp":%d,"iss":1}`, now, now+60), keys: withIssuer, want: `"iss" must be a string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
