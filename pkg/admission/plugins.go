@@ -4,6 +4,7 @@ package admission
 import (
 	"k8s.io/apiserver/pkg/admission"
 
+	"rekey.io/rekey/pkg/admission/calegacykeys"
 	"rekey.io/rekey/pkg/admission/capublish"
 	"rekey.io/rekey/pkg/admission/carotation"
 	"rekey.io/rekey/pkg/admission/credentialminter"
@@ -29,6 +30,7 @@ var PluginNames = []string{
 	signerhostcluster.PluginName,
 	carotation.PluginName,
 	capublish.PluginName,
+	calegacykeys.PluginName,
 	trustconsumer.PluginName,
 	credentialminter.PluginName,
 	nodeattestationrestriction.PluginName,
@@ -46,6 +48,7 @@ func RegisterAll(plugins *admission.Plugins) {
 	signerhostcluster.Register(plugins)
 	carotation.Register(plugins)
 	capublish.Register(plugins)
+	calegacykeys.Register(plugins)
 	trustconsumer.Register(plugins)
 	credentialminter.Register(plugins)
 	nodeattestationrestriction.Register(plugins)
