@@ -40,6 +40,8 @@ const (
 	// saTokensNamespace and saTokensAccount are whose tokens are minted.
 	saTokensNamespace = "e2e-satokens"
 	saTokensAccount   = "e2e-sa"
+	// saTokensNode is the kubelet whose pod gets a projected token.
+	saTokensNode = "e2e-satokens-node"
 	// tokenLifetime is every TokenRequest's expirationSeconds: the CA's
 	// maxTokenExpiration (kube-apiserver's least, 10m), which the signer's
 	// Metadata gives kube-apiserver as its cap.
@@ -90,6 +92,16 @@ func TestServiceAccountTokensSignedByRekey(t *testing.T) {
 	began := time.Now()
 	step := func(format string, args ...any) {
 		t.Logf("[%5.1fs] %s", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	// A real kubelet (root only), up before the switch: its pod's
+	// projected token is minted through the signer in step 4.
+	var node *framework.Node
+	if os.Getuid() == 0 {
+		node = startKubelet(t, saTokensNode, nil, nil)
+		step("kubelet %s Ready", saTokensNode)
+	} else {
+		t.Log("not root: no kubelet; the pod-bound token is checked through TokenRequest and TokenReview only")
 	}
 
 	// 1. The CA, with the key file's public key as a legacy key.
@@ -264,9 +276,18 @@ func TestServiceAccountTokensSignedByRekey(t *testing.T) {
 		}
 	}
 	step("each kube-apiserver accepts the other's tokens")
+	initial := []minted{t0, t1, tb, bound}
+	if node != nil {
+		podToken := kubeletPodToken(t, node, a, b)
+		if podToken.kid != oldKID {
+			t.Fatalf("the kubelet's pod token has kid %s, want %s", podToken.kid, oldKID)
+		}
+		initial = append(initial, podToken)
+		step("the kubelet's pod's projected token reviews on both")
+	}
 
 	// 5. A rotation under load.
-	load := startTokenLoad(t, []apiServer{a, b}, []minted{t0, t1, tb, bound})
+	load := startTokenLoad(t, []apiServer{a, b}, initial)
 	if _, err := cas.Rotate(ctx, saKeysCA, &rotationv1alpha1.Rotation{Action: rotationv1alpha1.RotationStart}, metav1.CreateOptions{}); err != nil {
 		load.stop()
 		t.Fatalf("Start: %v", err)
@@ -473,6 +494,66 @@ func reportedHolding(ctx context.Context, consumer, fingerprint string, by time.
 		return nil
 	}
 	return fmt.Errorf("TrustConsumer %s reports nothing on %s: %+v", consumer, saKeysCA, tc.Status)
+}
+
+// kubeletPodToken runs a pod on the kubelet with a projected
+// service-account token (no image is needed: the kubelet mounts a pod's
+// volumes before it creates its sandbox), reads the token the kubelet
+// wrote, and checks that both kube-apiservers authenticate it as the pod's.
+func kubeletPodToken(t *testing.T, node *framework.Node, servers ...apiServer) minted {
+	t.Helper()
+	ctx := context.Background()
+	const volume = "sa-token"
+	pod, err := cluster.Admin.CoreV1().Pods(saTokensNamespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-kubelet-token-pod"},
+		Spec: corev1.PodSpec{
+			NodeName:                     node.Name,
+			ServiceAccountName:           saTokensAccount,
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/var/run/secrets/tokens"}},
+			}},
+			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))}}},
+			}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the kubelet's pod: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Admin.CoreV1().Pods(saTokensNamespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+	})
+	path := filepath.Join(node.Dir, "kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~projected", volume, "token")
+	var tok minted
+	framework.Eventually(t, 60*time.Second, "the kubelet writing the pod's projected token", func(context.Context) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		hdr, err := tokenHeader(string(data))
+		if err != nil {
+			return err
+		}
+		tok = minted{token: string(data), kid: hdr.KeyID, server: "kubelet " + node.Name}
+		return nil
+	})
+	var exp int64
+	if err := json.Unmarshal(tokenClaims(t, tok.token)["exp"], &exp); err != nil {
+		t.Fatalf("the kubelet's pod token's exp: %v", err)
+	}
+	tok.exp = time.Unix(exp, 0)
+	for _, s := range servers {
+		r, err := tokenReview(ctx, s, tok.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Status.Authenticated || !slices.Equal(r.Status.User.Extra["authentication.kubernetes.io/pod-name"], authenticationv1.ExtraValue{pod.Name}) {
+			t.Fatalf("the kubelet's pod token on %s: authenticated %t (%q) as %+v", s.name, r.Status.Authenticated, r.Status.Error, r.Status.User)
+		}
+	}
+	return tok
 }
 
 // waitTokenKeyReady waits for a ServiceAccountTokens CA to be Ready with
