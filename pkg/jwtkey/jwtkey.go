@@ -25,6 +25,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -49,6 +50,39 @@ const (
 	// MaxPublicKeyPEMSize caps a PEM public key before it is parsed (an
 	// RSA-8192 key in PEM is under 2 KiB).
 	MaxPublicKeyPEMSize = 16 << 10
+)
+
+// The clock tolerances of service-account tokens, one set for every part
+// of rekey: signjwt's checks on iat and exp, and how long a rotation keeps
+// the previous key after it stopped signing (status.previous.
+// tokensExpireTime = Prepared time + maxTokenExpiration + TokenExpiryLeeway).
+const (
+	// ClockSkew is how far the clock of the kube-apiserver asking for a
+	// signature may be from rekey-apiserver's: kube-apiserver sets iat to
+	// its own now, so iat must be within ClockSkew of the server's clock.
+	// A wider gap is a clock out of step (fix NTP) or claims made up.
+	ClockSkew = time.Minute
+	// ExpiryLeeway is how far past the server's now + maxTokenExpiration
+	// exp may be. kube-apiserver extends projected tokens to exactly
+	// maxTokenExpiration (exp = iat + max), so it is ClockSkew: every iat
+	// the skew rule accepts comes with an exp that is accepted too.
+	ExpiryLeeway = ClockSkew
+	// VerifierLeeway is how long past exp kube-apiserver still accepts a
+	// token: go-jose's jwt.DefaultLeeway, which its service-account token
+	// validator uses.
+	VerifierLeeway = time.Minute
+	// ReplicaLag is how long after the rotation becomes Prepared a
+	// rekey-apiserver replica may still sign with the previous key: from
+	// the promotion in the binding until that replica's watch cache shows
+	// the Prepared status, after which signjwt refuses the previous key.
+	ReplicaLag = time.Minute
+	// TokenExpiryLeeway is how long after Prepared + maxTokenExpiration a
+	// token of the previous key may still be accepted: signed up to
+	// ReplicaLag after Prepared, with exp up to ExpiryLeeway past that
+	// replica's now + max, verified by a kube-apiserver whose clock is up
+	// to ClockSkew behind (one further behind has its own TokenRequests
+	// refused), which allows VerifierLeeway past exp.
+	TokenExpiryLeeway = ReplicaLag + ExpiryLeeway + ClockSkew + VerifierLeeway
 )
 
 // KeyID names a public key as kube-apiserver names its own service-account

@@ -12,13 +12,11 @@ import (
 )
 
 // TokenExpiryLeeway is added to maxTokenExpiration in
-// status.previous.tokensExpireTime, the sum of three minutes: the signjwt
-// subresource accepts an exp up to a minute past now+maxTokenExpiration;
-// kube-apiserver accepts a token up to a minute past its exp (go-jose's
-// default leeway in its service-account token validator); and a replica's
-// key cache may sign with the old key for moments after the promotion,
-// which a minute covers with room.
-const TokenExpiryLeeway = 3 * time.Minute
+// status.previous.tokensExpireTime: the sum of the clock tolerances
+// (jwtkey.TokenExpiryLeeway: a replica signing with the old key until the
+// Prepared status reaches it, signjwt's slack on exp, a kube-apiserver's
+// clock behind, kube-apiserver's leeway past exp).
+const TokenExpiryLeeway = jwtkey.TokenExpiryLeeway
 
 // isTokenKey says whether the CA's key signs service-account tokens (and
 // so nothing else).

@@ -14,6 +14,22 @@ import (
 	"rekey.io/rekey/pkg/signing/signingtest"
 )
 
+// TestTokenExpiryLeewayCoversEveryTolerance: a token of the previous key
+// may still be accepted this long after Prepared + maxTokenExpiration: a
+// replica signing with the old key until the Prepared status reaches it
+// (ReplicaLag), exp up to ExpiryLeeway past that replica's now + max, a
+// verifying kube-apiserver's clock behind by up to ClockSkew, and
+// kube-apiserver's own leeway past exp (VerifierLeeway).
+func TestTokenExpiryLeewayCoversEveryTolerance(t *testing.T) {
+	sum := jwtkey.ReplicaLag + jwtkey.ExpiryLeeway + jwtkey.ClockSkew + jwtkey.VerifierLeeway
+	if TokenExpiryLeeway < sum {
+		t.Fatalf("TokenExpiryLeeway %s < %s, the sum of the tolerances", TokenExpiryLeeway, sum)
+	}
+	if jwtkey.VerifierLeeway < time.Minute {
+		t.Fatalf("VerifierLeeway %s is less than go-jose's default leeway (1m) that kube-apiserver verifies with", jwtkey.VerifierLeeway)
+	}
+}
+
 func tokenKeyCA() *rotationv1alpha1.CertificateAuthority {
 	ca := newCA("sa-key", "0123456789")
 	ca.Spec.Purpose = rotationv1alpha1.PurposeServiceAccountTokens
@@ -66,9 +82,9 @@ func TestTokenKeyStatus(t *testing.T) {
 	if prev == nil || prev.TokenKeyID != bound.Status.Current.TokenKeyID || cur.TokenKeyID != preparing.Status.Next.TokenKeyID || cur.TokensExpireTime != nil {
 		t.Fatalf("Prepared: current %+v previous %+v, want the keys swapped with their kids", cur, prev)
 	}
-	want := prepared.Status.LastInitiationFinishedTime.Add(2*time.Hour + 3*time.Minute)
+	want := prepared.Status.LastInitiationFinishedTime.Add(2*time.Hour + TokenExpiryLeeway)
 	if prev.TokensExpireTime == nil || !prev.TokensExpireTime.Time.Equal(want) {
-		t.Fatalf("previous.tokensExpireTime %v, want %v (Prepared + maxTokenExpiration + 3m)", prev.TokensExpireTime, want)
+		t.Fatalf("previous.tokensExpireTime %v, want %v (Prepared + maxTokenExpiration + %s)", prev.TokensExpireTime, want, TokenExpiryLeeway)
 	}
 
 	// Prepared again: nothing to count, nothing to write, no recount timer.

@@ -26,18 +26,6 @@ import (
 	"rekey.io/rekey/pkg/jwtkey"
 )
 
-const (
-	// IssuedAtSkew is how far a token's iat may be from the server's
-	// clock: kube-apiserver sets iat to its own now, so a wider gap is a
-	// clock out of step or claims made up to outlive the key.
-	IssuedAtSkew = 5 * time.Minute
-	// ExpiryLeeway is how far past now+maxTokenExpiration a token may
-	// expire. A rotation's previous key is kept until status.previous.
-	// tokensExpireTime (Prepared time + maxTokenExpiration + this), so
-	// every token it signed must have expired by then.
-	ExpiryLeeway = time.Minute
-)
-
 // Signature results, as the metrics label them.
 const (
 	signResultSigned      = "signed"
@@ -212,9 +200,11 @@ type CheckedClaims struct {
 // CheckClaims checks claims (unpadded base64url of a JSON object, as
 // kube-apiserver sends them) before they are signed with the key of a
 // CA configured by keys: exp and iat integers, exp after iat by at most
-// maxTokenExpiration, iat within IssuedAtSkew of now, exp no later than
-// now + maxTokenExpiration + ExpiryLeeway (so that a rotation knows when
-// every token of the old key has expired), nbf (when present) an integer
+// maxTokenExpiration, iat within jwtkey.ClockSkew of now, exp no later
+// than now + maxTokenExpiration + jwtkey.ExpiryLeeway (so that a rotation
+// knows when every token of the old key has expired; with the two rules
+// before it this always holds, and it is checked as the bound the
+// rotation relies on), nbf (when present) an integer
 // not after exp, and iss the configured issuer when one is set; no member
 // a case-insensitive verifier could read as another (jwtkey.DecodeClaims).
 // The error states the rule broken without the claims.
@@ -260,12 +250,12 @@ func CheckClaims(claims string, keys *rotation.ServiceAccountTokenKeys, now time
 		return CheckedClaims{}, fmt.Errorf(`"exp" - "iat" is %d s, more than spec.serviceAccountTokens.maxTokenExpiration (%s)`, lifetime, maxExp)
 	}
 	nowUnix := now.Unix()
-	skew := int64(IssuedAtSkew / time.Second)
+	skew := int64(jwtkey.ClockSkew / time.Second)
 	if iat < nowUnix-skew || iat > nowUnix+skew {
-		return CheckedClaims{}, fmt.Errorf(`"iat" (%d) is more than %s from the server's clock (%d)`, iat, IssuedAtSkew, nowUnix)
+		return CheckedClaims{}, fmt.Errorf(`"iat" (%d) is more than %s from the server's clock (%d): the clocks of kube-apiserver and rekey-apiserver differ`, iat, jwtkey.ClockSkew, nowUnix)
 	}
-	if latest := nowUnix + maxSeconds + int64(ExpiryLeeway/time.Second); exp > latest {
-		return CheckedClaims{}, fmt.Errorf(`"exp" (%d) is later than now + spec.serviceAccountTokens.maxTokenExpiration (%s) + %s (%d)`, exp, maxExp, ExpiryLeeway, latest)
+	if latest := nowUnix + maxSeconds + int64(jwtkey.ExpiryLeeway/time.Second); exp > latest {
+		return CheckedClaims{}, fmt.Errorf(`"exp" (%d) is later than now + spec.serviceAccountTokens.maxTokenExpiration (%s) + %s (%d)`, exp, maxExp, jwtkey.ExpiryLeeway, latest)
 	}
 	if issuer != "" {
 		raw, ok := obj["iss"]

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/jwtkey"
 )
 
 // FuzzCheckClaims: claims come from whoever may create signjwt; CheckClaims
@@ -42,7 +43,8 @@ func FuzzCheckClaims(f *testing.F) {
 		if ierr != nil || eerr != nil {
 			t.Fatalf("accepted non-integer iat %s or exp %s", obj["iat"], obj["exp"])
 		}
-		if exp <= iat || exp-iat > 3600 || iat < now-300 || iat > now+300 || exp > now+3600+60 {
+		skew, leeway := int64(jwtkey.ClockSkew/time.Second), int64(jwtkey.ExpiryLeeway/time.Second)
+		if exp <= iat || exp-iat > 3600 || iat < now-skew || iat > now+skew || exp > now+3600+leeway {
 			t.Fatalf("accepted iat %d exp %d at now %d", iat, exp, now)
 		}
 		var iss string

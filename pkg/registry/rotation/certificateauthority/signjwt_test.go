@@ -55,7 +55,8 @@ func TestCheckClaims(t *testing.T) {
 		{name: "kube-apiserver's", claims: kubeClaims(now, now+3600), keys: withIssuer},
 		{name: "no issuer configured takes any iss", claims: strings.Replace(kubeClaims(now, now+600), "issuer.example", "other.example", 1), keys: noIssuer},
 		{name: "nil keys default to 24h", claims: `{"iat":` + fmt.Sprint(now) + `,"exp":` + fmt.Sprint(now+86400) + `}`},
-		{name: "iat 5 minutes early", claims: kubeClaims(now-300, now+3000), keys: withIssuer},
+		{name: "iat a minute early", claims: kubeClaims(now-60, now+3000), keys: withIssuer},
+		{name: "iat a minute ahead, max lifetime", claims: kubeClaims(now+60, now+60+3600), keys: withIssuer},
 		{name: "not base64url", claims: "eyJ!!", raw: true, keys: noIssuer, want: "not unpadded base64url"},
 		{name: "empty", claims: "", raw: true, keys: noIssuer, want: "must not be empty"},
 		{name: "not an object", claims: `[1,2]`, keys: noIssuer, want: "not a JSON object"},
@@ -68,9 +69,9 @@ func TestCheckClaims(t *testing.T) {
 		{name: "exp at iat", claims: kubeClaims(now, now), keys: withIssuer, want: `"exp" (` + fmt.Sprint(now) + `) must be after "iat"`},
 		{name: "lifetime over the max", claims: kubeClaims(now, now+3601), keys: withIssuer, want: "3601 s, more than spec.serviceAccountTokens.maxTokenExpiration (1h0m0s)"},
 		{name: "huge lifetime does not wrap", claims: fmt.Sprintf(`{"iat":%d,"exp":9223372036854775807}`, now), keys: noIssuer, want: "more than spec.serviceAccountTokens.maxTokenExpiration"},
-		{name: "iat too old", claims: kubeClaims(now-301, now+60), keys: withIssuer, want: `"iat" (` + fmt.Sprint(now-301) + `) is more than 5m0s from the server's clock`},
-		{name: "iat in the future", claims: kubeClaims(now+301, now+600), keys: withIssuer, want: "is more than 5m0s from the server's clock"},
-		{name: "exp past now+max+1m", claims: kubeClaims(now+120, now+120+3600), keys: withIssuer, want: `is later than now + spec.serviceAccountTokens.maxTokenExpiration (1h0m0s) + 1m0s`},
+		{name: "iat too old", claims: kubeClaims(now-61, now+60), keys: withIssuer, want: `"iat" (` + fmt.Sprint(now-61) + `) is more than 1m0s from the server's clock`},
+		{name: "iat in the future", claims: kubeClaims(now+61, now+600), keys: withIssuer, want: "is more than 1m0s from the server's clock"},
+		{name: "clock two minutes ahead", claims: kubeClaims(now+120, now+120+3600), keys: withIssuer, want: `"iat" (` + fmt.Sprint(now+120) + `) is more than 1m0s from the server's clock`},
 		{name: "wrong iss", claims: strings.Replace(kubeClaims(now, now+60), "issuer.example", "evil.example", 1), keys: withIssuer, want: `"iss" must be spec.serviceAccountTokens.issuer "https://issuer.example"`},
 		{name: "no iss", claims: fmt.Sprintf(`{"iat":%d,"exp":%d}`, now, now+60), keys: withIssuer, want: `"iss" is missing`},
 		{name: "case-variant EXP", claims: fmt.Sprintf(`{"iss":"https://issuer.example","iat":%d,"exp":%d,"EXP":%d}`, now, now+600, now+1e9), keys: withIssuer, want: `"EXP" and "exp" differ only in case`},
@@ -100,6 +101,30 @@ func TestCheckClaims(t *testing.T) {
 				t.Fatalf("the error echoes the claims: %v", err)
 			}
 		})
+	}
+}
+
+// TestCheckClaimsClockTolerance: one tolerance for clocks. kube-apiserver
+// extends projected tokens to exactly maxTokenExpiration (exp = iat +
+// max), so every iat the skew rule accepts must come with such an exp
+// accepted too, and every other iat is refused for iat, not for exp.
+func TestCheckClaimsClockTolerance(t *testing.T) {
+	const max = time.Hour
+	keys := &rotation.ServiceAccountTokenKeys{MaxTokenExpiration: &metav1.Duration{Duration: max}, Issuer: "https://issuer.example"}
+	now := signNow.Unix()
+	skew := int64(jwtkey.ClockSkew / time.Second)
+	if jwtkey.ExpiryLeeway < jwtkey.ClockSkew {
+		t.Fatalf("ExpiryLeeway %s < ClockSkew %s: a token of the longest lifetime from a clock ahead is refused", jwtkey.ExpiryLeeway, jwtkey.ClockSkew)
+	}
+	for iat := now - skew - 5; iat <= now+skew+5; iat++ {
+		_, err := CheckClaims(claimsOf(t, kubeClaims(iat, iat+int64(max/time.Second))), keys, signNow)
+		inSkew := iat >= now-skew && iat <= now+skew
+		if inSkew && err != nil {
+			t.Fatalf("iat now%+ds, exp = iat + max: refused: %v", iat-now, err)
+		}
+		if !inSkew && (err == nil || !strings.Contains(err.Error(), `"iat"`)) {
+			t.Fatalf("iat now%+ds: got %v, want the iat rule's refusal", iat-now, err)
+		}
 	}
 }
 
