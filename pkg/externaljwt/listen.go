@@ -20,12 +20,16 @@ import (
 const gracefulStopTimeout = 5 * time.Second
 
 // Serve serves s on lis until ctx ends, then stops gracefully. The gRPC
-// handlers log with ctx's logger.
+// handlers log with ctx's logger. With s's AllowedUIDs, only processes of
+// those uids are served.
 func Serve(ctx context.Context, lis net.Listener, s *Server) error {
 	logger := klog.FromContext(ctx)
-	gs := grpc.NewServer(grpc.UnaryInterceptor(func(reqCtx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(func(reqCtx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		return handler(klog.NewContext(reqCtx, klog.LoggerWithValues(logger, "method", info.FullMethod)), req)
-	}))
+	})}
+	// After the logger's: the refusals are logged with the method.
+	opts = append(opts, peerServerOptions(s.opts.AllowedUIDs)...)
+	gs := grpc.NewServer(opts...)
 	externaljwtv1.RegisterExternalJWTSignerServer(gs, s)
 
 	stopped := make(chan struct{})
@@ -48,7 +52,7 @@ func Serve(ctx context.Context, lis net.Listener, s *Server) error {
 		}
 	}()
 
-	logger.Info("Serving the external JWT signer", "address", lis.Addr().String())
+	logger.Info("Serving the external JWT signer", "address", lis.Addr().String(), "allowedUIDs", s.opts.AllowedUIDs)
 	if err := gs.Serve(lis); err != nil {
 		return fmt.Errorf("serving the external JWT signer on %s: %w", lis.Addr(), err)
 	}

@@ -81,6 +81,11 @@ type Options struct {
 	// FetchKeys answer, before it is sent: rekey-agent jwt-signer reports
 	// from it which keys its kube-apiserver has.
 	FetchedKeys func(ctx context.Context, ks KeySet)
+	// AllowedUIDs, when not empty, are the only uids whose processes
+	// are served (Serve checks each connection's SO_PEERCRED; any other
+	// call is refused PermissionDenied, as is one whose peer cannot be
+	// told, such as over TCP). Empty: whoever the socket admits.
+	AllowedUIDs []uint32
 }
 
 // Server implements externaljwtv1.ExternalJWTSignerServer.

@@ -99,12 +99,6 @@ func keySet(kid string, signer crypto.Signer) KeySet {
 // directory and returns a client of the generated v1 API.
 func startServer(t *testing.T, source KeySource, signer Signer, opts Options) externaljwtv1.ExternalJWTSignerClient {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	srv, err := NewServer(source, signer, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "signer.sock")
 	lis, err := Listen(path, 0o600)
 	if err != nil {
@@ -117,9 +111,21 @@ func startServer(t *testing.T, source KeySource, signer Signer, opts Options) ex
 	if perm := fi.Mode().Perm(); perm != 0o600 {
 		t.Errorf("socket mode = %o, want 600", perm)
 	}
+	return serveOn(t, lis, "unix://"+path, source, signer, opts)
+}
+
+// serveOn serves on lis and dials target.
+func serveOn(t *testing.T, lis net.Listener, target string, source KeySource, signer Signer, opts Options) externaljwtv1.ExternalJWTSignerClient {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	srv, err := NewServer(source, signer, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	served := make(chan error, 1)
 	go func() { served <- Serve(ctx, lis, srv) }()
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,4 +493,67 @@ func TestListen(t *testing.T) {
 		}
 		_ = conn.Close()
 	})
+}
+
+// With AllowedUIDs, a peer is served only when the kernel says (its
+// SO_PEERCRED) it runs as one of them; a peer that cannot be told (not a
+// Unix socket) is refused too.
+func TestAllowedUIDs(t *testing.T) {
+	ec, _ := testKeys(t)
+	uid := uint32(os.Getuid())
+	c := claims64(t, map[string]any{"sub": "system:serviceaccount:default:default", "iat": 1700000000, "exp": 1700003600})
+	calls := func(client externaljwtv1.ExternalJWTSignerClient) []error {
+		_, errSign := client.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: c})
+		_, errFetch := client.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{})
+		_, errMeta := client.Metadata(t.Context(), &externaljwtv1.MetadataRequest{})
+		return []error{errSign, errFetch, errMeta}
+	}
+	abstract := "@rekey-externaljwt-uid-" + filepath.Base(t.TempDir())
+	for name, tc := range map[string]struct {
+		listen  func() (net.Listener, string)
+		allowed []uint32
+		want    codes.Code
+	}{
+		"same uid": {allowed: []uint32{uid}, want: codes.OK},
+		"same uid among others": {allowed: []uint32{uid + 1, uid}, want: codes.OK},
+		"another uid only":      {allowed: []uint32{uid + 1}, want: codes.PermissionDenied},
+		"abstract, another uid only": {
+			listen: func() (net.Listener, string) {
+				lis, err := Listen(abstract, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lis, "unix-abstract:" + strings.TrimPrefix(abstract, "@")
+			},
+			allowed: []uint32{uid + 1}, want: codes.PermissionDenied,
+		},
+		"TCP: peer unknown": {
+			listen: func() (net.Listener, string) {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lis, lis.Addr().String()
+			},
+			allowed: []uint32{uid}, want: codes.PermissionDenied,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := Options{AllowedUIDs: tc.allowed}
+			src := &fakeSource{ks: keySet("k", ec)}
+			sig := &localSigner{kid: "k", signer: ec}
+			var client externaljwtv1.ExternalJWTSignerClient
+			if tc.listen == nil {
+				client = startServer(t, src, sig, opts)
+			} else {
+				lis, target := tc.listen()
+				client = serveOn(t, lis, target, src, sig, opts)
+			}
+			for i, err := range calls(client) {
+				if status.Code(err) != tc.want {
+					t.Errorf("call %d = %v, want %s", i, err, tc.want)
+				}
+			}
+		})
+	}
 }
