@@ -514,7 +514,7 @@ func TestAllowedUIDs(t *testing.T) {
 		allowed []uint32
 		want    codes.Code
 	}{
-		"same uid": {allowed: []uint32{uid}, want: codes.OK},
+		"same uid":              {allowed: []uint32{uid}, want: codes.OK},
 		"same uid among others": {allowed: []uint32{uid + 1, uid}, want: codes.OK},
 		"another uid only":      {allowed: []uint32{uid + 1}, want: codes.PermissionDenied},
 		"abstract, another uid only": {
