@@ -224,17 +224,20 @@ func TestServiceAccountTokenSigning(t *testing.T) {
 
 // TestJWTSignerRole: behind a real kube-apiserver with RBAC, the
 // rekey:jwt-signer ClusterRole artifacts/rbac ships (applied with the
-// others) lets its user sign with a ServiceAccountTokens CA and register
-// the TrustConsumer it reports as; a user who may read CAs but lacks the
-// role (rekey:trust-reporter) gets 403 from signjwt.
+// others) lets its user sign with the ServiceAccountTokens CA it names
+// (service-account-tokens, the docs' name; no other test here may use it)
+// and register the TrustConsumer it reports as; a user who may read CAs
+// but lacks the role (rekey:trust-reporter) gets 403 from signjwt.
 func TestJWTSignerRole(t *testing.T) {
 	t.Parallel()
 	cluster := kubeCluster(t)
 	ctx := context.Background()
-	// The cluster is shared: what this test makes carries "jwt-role".
+	// The cluster is shared: what this test makes carries "jwt-role", but
+	// for the CA, whose name the shipped role names.
 	const issuer = "https://jwt-role.example"
+	const jwtRoleCA = "service-account-tokens"
 	if _, err := cluster.RekeyAdmin.RotationV1alpha1().CertificateAuthorities().Create(ctx, &rotationv1alpha1.CertificateAuthority{
-		ObjectMeta: metav1.ObjectMeta{Name: "jwt-role-keys"},
+		ObjectMeta: metav1.ObjectMeta{Name: jwtRoleCA},
 		Spec: rotationv1alpha1.CertificateAuthoritySpec{
 			CommonName: "jwt-role keys", KeyAlgorithm: rotationv1alpha1.ECDSAP256,
 			Purpose:              rotationv1alpha1.PurposeServiceAccountTokens,
@@ -259,7 +262,7 @@ func TestJWTSignerRole(t *testing.T) {
 	}
 	signer := bind("jwt-role-signer", framework.JWTSignerRole)
 	reader := bind("jwt-role-reader", "rekey:trust-reporter")
-	ca := waitForCA(t, cluster.RekeyAdmin, "jwt-role-keys", "Ready with a tokenKeyID", func(ca *rotationv1alpha1.CertificateAuthority) bool {
+	ca := waitForCA(t, cluster.RekeyAdmin, jwtRoleCA, "Ready with a tokenKeyID", func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return ca.Status.Current != nil && ca.Status.Current.TokenKeyID != ""
 	})
 
@@ -268,7 +271,7 @@ func TestJWTSignerRole(t *testing.T) {
 	var signed *rotationv1alpha1.JWTSignRequest
 	framework.Eventually(t, tcSettle+30*time.Second, "the rekey:jwt-signer user signs", func(ctx context.Context) error {
 		var err error
-		signed, err = signer.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, "jwt-role-keys", &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
+		signed, err = signer.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, jwtRoleCA, &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
 		return err
 	})
 	verifyJWS(t, ca, claims, signed)
@@ -276,18 +279,24 @@ func TestJWTSignerRole(t *testing.T) {
 	framework.Eventually(t, tcSettle, "the rekey:jwt-signer user registers its trust consumer", func(ctx context.Context) error {
 		_, err := signer.RotationV1alpha1().TrustConsumers().Create(ctx, &rotationv1alpha1.TrustConsumer{
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-jwt.jwt-role"},
-			Spec:       rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: []string{"jwt-role-keys"}},
+			Spec:       rotationv1alpha1.TrustConsumerSpec{CertificateAuthorities: []string{jwtRoleCA}},
 		}, metav1.CreateOptions{})
 		return err
 	})
 	// Reading CAs works for the reader (so its bindings have arrived)...
 	framework.Eventually(t, tcSettle+30*time.Second, "the reader reads the CA", func(ctx context.Context) error {
-		_, err := reader.RotationV1alpha1().CertificateAuthorities().Get(ctx, "jwt-role-keys", metav1.GetOptions{})
+		_, err := reader.RotationV1alpha1().CertificateAuthorities().Get(ctx, jwtRoleCA, metav1.GetOptions{})
 		return err
 	})
 	// ... signing does not.
-	_, err := reader.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, "jwt-role-keys", &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
+	_, err := reader.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, jwtRoleCA, &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "signjwt") {
 		t.Fatalf("a user without rekey:jwt-signer signed: %v", err)
+	}
+	// The role names one CA: the signer may not sign with another (its
+	// rights have arrived: it signed above), existing or not.
+	_, err = signer.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, "jwt-role-other", &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("the rekey:jwt-signer user's signjwt of a CA the role does not name: %v, want 403", err)
 	}
 }
