@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/jwtkey"
 )
 
 type getter map[string]*rotation.CertificateAuthority
@@ -144,8 +145,9 @@ func TestServiceAccountTokensCompleteWaitsForTokens(t *testing.T) {
 	p.clock = clk
 	p.SetCertificateAuthorities(getter{"sa": ca})
 	complete := attrs(&rotation.Rotation{Action: rotation.RotationComplete}, "sa", "rotate")
-	if err := p.Validate(context.Background(), complete, nil); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "(kid old) may be valid until 2026-11-25T12:00:00Z") {
-		t.Fatalf("Complete before the tokens expired: %v, want a 409 naming kid and time", err)
+	if err := p.Validate(context.Background(), complete, nil); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "(kid old) may be valid until 2026-11-25T12:00:00Z") ||
+		!strings.Contains(err.Error(), "plus "+jwtkey.TokenExpiryLeeway.String()+" leeway") {
+		t.Fatalf("Complete before the tokens expired: %v, want a 409 naming kid, time and the leeway %s", err, jwtkey.TokenExpiryLeeway)
 	}
 	if err := p.Validate(context.Background(), attrs(&rotation.Rotation{Action: rotation.RotationComplete, Force: true}, "sa", "rotate"), nil); err != nil {
 		t.Fatalf("forced: %v", err)

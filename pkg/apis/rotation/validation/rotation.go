@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/jwtkey"
 )
 
 // ValidateRotation checks a Rotation request on its own: a known action,
@@ -94,9 +95,11 @@ func previousTokensExpired(ca *rotation.CertificateAuthority, now time.Time) err
 	if t := ca.Spec.ServiceAccountTokens; t != nil && t.MaxTokenExpiration != nil {
 		maxExp += " (" + t.MaxTokenExpiration.Duration.String() + ")"
 	}
-	return fmt.Errorf("cannot Complete: tokens signed by the previous key (kid %s) may be valid until %s (%s after the new key began to sign, and a minute); "+
+	// The leeway printed is the one the CA controller adds to
+	// tokensExpireTime (jwtkey.TokenExpiryLeeway), from the same constant.
+	return fmt.Errorf("cannot Complete: tokens signed by the previous key (kid %s) may be valid until %s (%s after the new key began to sign, plus %s leeway for clocks and replicas); "+
 		"completing now makes kube-apiserver refuse them. Wait until then, or complete with force",
-		kid, prev.TokensExpireTime.UTC().Format(time.RFC3339), maxExp)
+		kid, prev.TokensExpireTime.UTC().Format(time.RFC3339), maxExp, jwtkey.TokenExpiryLeeway)
 }
 
 func phaseName(p rotation.RotationPhase) string {

@@ -268,7 +268,7 @@ func TestCompleteWaitsForPreviousTokens(t *testing.T) {
 
 	err := CheckTransition(ca, complete, expire.Add(-time.Second))
 	want := "cannot Complete: tokens signed by the previous key (kid old-kid) may be valid until 2026-11-25T12:00:00Z " +
-		"(spec.serviceAccountTokens.maxTokenExpiration (24h0m0s) after the new key began to sign, and a minute); " +
+		"(spec.serviceAccountTokens.maxTokenExpiration (24h0m0s) after the new key began to sign, plus " + jwtkey.TokenExpiryLeeway.String() + " leeway for clocks and replicas); " +
 		"completing now makes kube-apiserver refuse them. Wait until then, or complete with force"
 	if err == nil || err.Error() != want {
 		t.Fatalf("a second early: %v\nwant %s", err, want)
