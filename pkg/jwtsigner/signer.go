@@ -83,10 +83,17 @@ type Options struct {
 	// served and which signs.
 	CertificateAuthority string
 	// Socket is the Unix socket served: a path, or "@name" for an
-	// abstract socket.
+	// abstract socket (only with AllowAbstractSocket).
 	Socket string
+	// AllowAbstractSocket allows an abstract Socket: it has no file mode,
+	// so any process in the network namespace may connect (AllowedUIDs
+	// still applies).
+	AllowAbstractSocket bool
 	// SocketMode is the socket file's mode.
 	SocketMode os.FileMode
+	// AllowedUIDs are the uids whose processes are served (the kernel's
+	// SO_PEERCRED of each connection); empty: the signer's own and root's.
+	AllowedUIDs []uint32
 	// CacheFile keeps the public keys served, for the next start.
 	CacheFile string
 	// TrustConsumer is the TrustConsumer reported as; empty: no report.
@@ -108,8 +115,11 @@ func (o *Options) Validate() error {
 	} else if msgs := validation.IsDNS1123Subdomain(o.CertificateAuthority); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--certificate-authority %q is not a valid CertificateAuthority name: %s", o.CertificateAuthority, strings.Join(msgs, "; ")))
 	}
-	if o.Socket == "" || o.Socket == "@" {
-		errs = append(errs, errors.New("--socket is required (a path, or @name for an abstract socket)"))
+	switch {
+	case o.Socket == "" || o.Socket == "@":
+		errs = append(errs, errors.New("--socket is required (a path, or @name for an abstract socket with --allow-abstract-socket)"))
+	case strings.HasPrefix(o.Socket, "@") && !o.AllowAbstractSocket:
+		errs = append(errs, fmt.Errorf("--socket %q is an abstract socket, which has no file mode: any process in the host's network namespace (a hostNetwork pod's too) may connect and, if its uid is in --allowed-uids, have any service-account token signed; use a path, or pass --allow-abstract-socket", o.Socket))
 	}
 	if o.SocketMode&^os.ModePerm != 0 {
 		errs = append(errs, fmt.Errorf("--socket-mode %#o has bits beyond the permissions (0777)", uint32(o.SocketMode)))
@@ -189,6 +199,11 @@ func New(client clientset.Interface, opts Options) (*Signer, error) {
 	if opts.FirstKeysWait == 0 {
 		opts.FirstKeysWait = DefaultFirstKeysWait
 	}
+	if len(opts.AllowedUIDs) == 0 {
+		opts.AllowedUIDs = DefaultAllowedUIDs()
+	} else {
+		opts.AllowedUIDs = slices.Clone(opts.AllowedUIDs)
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -202,6 +217,16 @@ func New(client clientset.Interface, opts Options) (*Signer, error) {
 		changed:       make(chan struct{}, 1),
 		fetchedCh:     make(chan struct{}, 1),
 	}, nil
+}
+
+// DefaultAllowedUIDs are the uids served when none are given: the
+// signer's own (kube-apiserver running as the same user) and root's.
+func DefaultAllowedUIDs() []uint32 {
+	uid := os.Getuid()
+	if uid <= 0 {
+		return []uint32{0}
+	}
+	return []uint32{uint32(uid), 0}
 }
 
 // reportBackoff is the wait after a failed report: 1s doubling to 5m,
@@ -227,7 +252,7 @@ func (s *Signer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := externaljwt.NewServer(s, s, externaljwt.Options{FetchedKeys: s.fetchedKeys})
+	srv, err := externaljwt.NewServer(s, s, externaljwt.Options{FetchedKeys: s.fetchedKeys, AllowedUIDs: s.opts.AllowedUIDs})
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -249,15 +274,30 @@ func (s *Signer) Run(ctx context.Context) error {
 }
 
 // listen listens on the socket, making its directory (0700: only the
-// signer's user, which kube-apiserver should be) when missing.
+// signer's user, which kube-apiserver should be) when missing. Access
+// wider than the signer's user is served with a warning: whoever connects
+// (and passes the uid check) can have any service-account token signed.
 func (s *Signer) listen(ctx context.Context) (net.Listener, error) {
-	if !strings.HasPrefix(s.opts.Socket, "@") {
+	logger := klog.FromContext(ctx)
+	const risk = "any process that can connect, and whose uid is in --allowed-uids, can have any service-account token signed"
+	if strings.HasPrefix(s.opts.Socket, "@") {
+		logger.Info("Warning: serving on an abstract socket (--allow-abstract-socket), which has no file mode: "+risk, "socket", s.opts.Socket, "allowedUIDs", s.opts.AllowedUIDs)
+	} else {
 		dir := filepath.Dir(s.opts.Socket)
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, fmt.Errorf("--socket: making its directory: %w", err)
 			}
-			klog.FromContext(ctx).Info("Made the socket's directory, mode 0700", "dir", dir)
+			logger.Info("Made the socket's directory, mode 0700", "dir", dir)
+		case err == nil && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
+			// Whoever may write there may replace the socket with
+			// their own between its creation and kube-apiserver's dial.
+			logger.Info("Warning: the socket's directory may be written by group or others, who could put their own socket in its place", "dir", dir, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+		}
+		if s.opts.SocketMode&0o077 != 0 {
+			logger.Info("Warning: --socket-mode lets group or others connect: "+risk, "socket", s.opts.Socket, "socketMode", fmt.Sprintf("%#o", uint32(s.opts.SocketMode)), "allowedUIDs", s.opts.AllowedUIDs)
 		}
 	}
 	lis, err := externaljwt.Listen(s.opts.Socket, s.opts.SocketMode)

@@ -219,9 +219,14 @@ func metric(v float64, err error) float64 {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Options{CertificateAuthority: "sa", Socket: "@rekey", CacheFile: "/c", RefreshHint: time.Second}
+	ok := Options{CertificateAuthority: "sa", Socket: "/run/rekey/s.sock", CacheFile: "/c", RefreshHint: time.Second}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	abstract := ok
+	abstract.Socket, abstract.AllowAbstractSocket = "@rekey", true
+	if err := abstract.Validate(); err != nil {
+		t.Fatalf("an abstract socket allowed: %v", err)
 	}
 	for name, tc := range map[string]struct {
 		mutate func(*Options)
@@ -230,7 +235,8 @@ func TestValidate(t *testing.T) {
 		"no CA":           {func(o *Options) { o.CertificateAuthority = "" }, "--certificate-authority is required"},
 		"bad CA":          {func(o *Options) { o.CertificateAuthority = "S A" }, "--certificate-authority"},
 		"no socket":       {func(o *Options) { o.Socket = "" }, "--socket"},
-		"only @":          {func(o *Options) { o.Socket = "@" }, "--socket"},
+		"only @":          {func(o *Options) { o.Socket = "@"; o.AllowAbstractSocket = true }, "--socket"},
+		"abstract":        {func(o *Options) { o.Socket = "@rekey" }, "--allow-abstract-socket"},
 		"mode too wide":   {func(o *Options) { o.SocketMode = os.ModeSetuid | 0o600 }, "--socket-mode"},
 		"no cache":        {func(o *Options) { o.CacheFile = "" }, "--cache-file"},
 		"bad consumer":    {func(o *Options) { o.TrustConsumer = "Kube_API" }, "--trust-consumer"},
@@ -720,5 +726,78 @@ func TestVerifyJWS(t *testing.T) {
 		if err := verifyJWS(otherEC.Public(), hdr, c, sig); err == nil {
 			t.Errorf("%s: another key verifies", name)
 		}
+	}
+}
+
+// Only processes of the allowed uids are served: by default the signer's
+// own and root's, so a test (one uid) is served; a signer that allows only
+// another uid refuses it.
+func TestAllowedUIDs(t *testing.T) {
+	a := mkKey(t, "a")
+	uid := uint32(os.Getuid())
+	s, err := New(fake.NewSimpleClientset(), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Compact([]uint32{uid, 0}); !slices.Equal(s.opts.AllowedUIDs, want) {
+		t.Errorf("default allowed uids %v, want %v", s.opts.AllowedUIDs, want)
+	}
+
+	opts := testOptions(t)
+	opts.AllowedUIDs = []uint32{uid + 1}
+	other := start(t, newClient(&remote{key: a}, saCA(a, nil, nil)), opts, nil)
+	if _, err := other.grpc.Sign(t.Context(), &externaljwtv1.SignJWTRequest{Claims: claims(t)}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Sign from a uid not allowed = %v, want PermissionDenied", err)
+	}
+	if _, err := other.grpc.FetchKeys(t.Context(), &externaljwtv1.FetchKeysRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("FetchKeys from a uid not allowed = %v, want PermissionDenied", err)
+	}
+}
+
+// A socket mode that lets group or others connect, or an abstract socket,
+// is served with a warning: any process that connects (and passes the uid
+// check) can have any service-account token signed.
+func TestWideSocketWarned(t *testing.T) {
+	a := mkKey(t, "a")
+	for name, mutate := range map[string]func(*Options){
+		"group":  func(o *Options) { o.SocketMode = 0o660 },
+		"others": func(o *Options) { o.SocketMode = 0o606 },
+		"abstract": func(o *Options) {
+			o.Socket = "@rekey-jwtsigner-test-" + filepath.Base(t.TempDir())
+			o.AllowAbstractSocket = true
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := testOptions(t)
+			mutate(&opts)
+			s, err := New(newClient(&remote{key: a}, saCA(a, nil, nil)), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+			lis, err := s.listen(klog.NewContext(context.Background(), buf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = lis.Close()
+			if logs := buf.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(logs, "any service-account token") {
+				t.Errorf("no warning logged:\n%s", logs)
+			}
+		})
+	}
+	// 0600 (the default) is not warned about.
+	opts := testOptions(t)
+	s, err := New(newClient(&remote{key: a}, saCA(a, nil, nil)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	lis, err := s.listen(klog.NewContext(context.Background(), buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lis.Close()
+	if logs := buf.GetSink().(ktesting.Underlier).GetBuffer().String(); strings.Contains(logs, "any service-account token") {
+		t.Errorf("0600 warned about:\n%s", logs)
 	}
 }

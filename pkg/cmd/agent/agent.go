@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -397,6 +398,7 @@ func defaultTrustConsumer() string {
 
 func newJWTSignerCommand() *cobra.Command {
 	var kubeconfig, socketMode, metricsAddr string
+	var allowedUIDs []uint
 	o := jwtsigner.Options{
 		Socket:        jwtsigner.DefaultSocket,
 		CacheFile:     jwtsigner.DefaultCacheFile,
@@ -446,6 +448,13 @@ token signed.`,
 				return fmt.Errorf("--socket-mode %q is not an octal file mode such as 0600", socketMode)
 			}
 			o.SocketMode = os.FileMode(mode)
+			o.AllowedUIDs = nil
+			for _, uid := range allowedUIDs {
+				if uid > math.MaxUint32 {
+					return fmt.Errorf("--allowed-uids: %d is not a uid", uid)
+				}
+				o.AllowedUIDs = append(o.AllowedUIDs, uint32(uid))
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -480,8 +489,10 @@ token signed.`,
 	fs := cmd.Flags()
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the host's signer user (with the rekey:jwt-signer ClusterRole); empty: in-cluster")
 	fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "the CertificateAuthority (spec.purpose ServiceAccountTokens) whose keys are served and sign (required)")
-	fs.StringVar(&o.Socket, "socket", o.Socket, "the Unix socket to serve, which kube-apiserver's --service-account-signing-endpoint names: a path, or @name for an abstract socket")
-	fs.StringVar(&socketMode, "socket-mode", "0600", "the socket file's mode, in octal (0600: only the signer's user, which kube-apiserver must then run as); not used for an abstract socket")
+	fs.StringVar(&o.Socket, "socket", o.Socket, "the Unix socket to serve, which kube-apiserver's --service-account-signing-endpoint names: a path, or @name for an abstract socket (with --allow-abstract-socket)")
+	fs.BoolVar(&o.AllowAbstractSocket, "allow-abstract-socket", false, "allow an abstract --socket (@name): it has no file mode, so any process in the host's network namespace, a hostNetwork pod's too, may connect; only --allowed-uids then keeps others out")
+	fs.StringVar(&socketMode, "socket-mode", "0600", "the socket file's mode, in octal (0600: only the signer's user, which kube-apiserver must then run as); not used for an abstract socket. A mode that lets group or others connect is logged as a warning")
+	fs.UintSliceVar(&allowedUIDs, "allowed-uids", nil, "the uids whose processes are served (the kernel's SO_PEERCRED of each connection, comma-separated); any other caller is refused PermissionDenied. Empty: the signer's own uid and 0")
 	fs.StringVar(&o.CacheFile, "cache-file", o.CacheFile, "where the public keys served are kept (JSON, mode 0644), so that they are served at the next start before rekey-apiserver can be reached")
 	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default); empty: report nothing, and rotations of the CA do not wait for this kube-apiserver")
 	fs.DurationVar(&o.RefreshHint, "refresh-hint", o.RefreshHint, "how often kube-apiserver is told to fetch the keys again (whole seconds); a rotation's new key reaches it within this long")

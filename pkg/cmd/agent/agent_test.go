@@ -155,12 +155,17 @@ func TestJWTSignerFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no CA":          {nil, "--certificate-authority is required"},
-		"bad mode":       {[]string{"--certificate-authority", "sa", "--socket-mode", "rw"}, `--socket-mode "rw"`},
-		"mode too large": {[]string{"--certificate-authority", "sa", "--socket-mode", "1777"}, "--socket-mode"},
-		"bad consumer":   {[]string{"--certificate-authority", "sa", "--trust-consumer", "Kube_API"}, "--trust-consumer"},
-		"short hint":     {[]string{"--certificate-authority", "sa", "--refresh-hint", "100ms"}, "--refresh-hint"},
-		"bad kubeconfig": {[]string{"--certificate-authority", "sa"}, "--kubeconfig"},
+		"no CA":            {nil, "--certificate-authority is required"},
+		"bad mode":         {[]string{"--certificate-authority", "sa", "--socket-mode", "rw"}, `--socket-mode "rw"`},
+		"mode too large":   {[]string{"--certificate-authority", "sa", "--socket-mode", "1777"}, "--socket-mode"},
+		"bad consumer":     {[]string{"--certificate-authority", "sa", "--trust-consumer", "Kube_API"}, "--trust-consumer"},
+		"short hint":       {[]string{"--certificate-authority", "sa", "--refresh-hint", "100ms"}, "--refresh-hint"},
+		"bad kubeconfig":   {[]string{"--certificate-authority", "sa"}, "--kubeconfig"},
+		"abstract":         {[]string{"--certificate-authority", "sa", "--socket", "@rekey-jwt"}, "--allow-abstract-socket"},
+		"abstract allowed": {[]string{"--certificate-authority", "sa", "--socket", "@rekey-jwt", "--allow-abstract-socket"}, "--kubeconfig"},
+		"negative uid":     {[]string{"--certificate-authority", "sa", "--allowed-uids", "-1"}, "--allowed-uids"},
+		"uid too large":    {[]string{"--certificate-authority", "sa", "--allowed-uids", "0,4294967296"}, "--allowed-uids"},
+		"uids":             {[]string{"--certificate-authority", "sa", "--allowed-uids", "0,1000"}, "--kubeconfig"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := NewCommand(&bytes.Buffer{})
@@ -184,7 +189,7 @@ func TestJWTSignerHelp(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--service-account-signing-endpoint /run/rekey/jwt-signer.sock", "rekey-agent jwt-signer --kubeconfig", "ServiceAccountTokens", "--socket-mode string", "--refresh-hint duration", "--trust-consumer string", "--cache-file string"} {
+	for _, want := range []string{"--service-account-signing-endpoint /run/rekey/jwt-signer.sock", "rekey-agent jwt-signer --kubeconfig", "ServiceAccountTokens", "--socket-mode string", "--refresh-hint duration", "--trust-consumer string", "--cache-file string", "--allowed-uids", "--allow-abstract-socket"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
 		}
