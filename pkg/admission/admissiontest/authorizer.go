@@ -12,10 +12,12 @@ import (
 // Grant is one permission the fake authorizer allows: on the synthetic
 // resource "signers" unless Resource says "certificateauthorities"; of
 // group certificates.rekey.io (signers) or rotation.rekey.io (CAs) unless
-// Group says "certificates.k8s.io" (the host cluster's signers).
+// Group says "certificates.k8s.io" (the host cluster's signers); of no
+// subresource unless Subresource names one (it must then match exactly).
 type Grant struct {
 	User, Verb, Name string
 	Resource         string
+	Subresource      string
 	Group            string
 }
 
@@ -58,7 +60,7 @@ func (f *Authorizer) authorize(_ context.Context, a authorizer.Attributes) (auth
 				group = "rotation.rekey.io"
 			}
 		}
-		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() && resource == a.GetResource() && group == a.GetAPIGroup() {
+		if g.User == a.GetUser().GetName() && g.Verb == a.GetVerb() && g.Name == a.GetName() && resource == a.GetResource() && g.Subresource == a.GetSubresource() && group == a.GetAPIGroup() {
 			return authorizer.DecisionAllow, "", nil
 		}
 	}

@@ -11,7 +11,13 @@
 // RBAC: removing a consumer that is gone is an operator's job. A node
 // (system:node:NAME, or any member of system:nodes) may register and report
 // only for the consumer named node.NAME: one per node, never another's;
-// names beginning with node. are the nodes' alone.
+// names beginning with node. are the nodes' alone. Names beginning with
+// kube-apiserver-jwt. are those rekey-agent jwt-signer registers for its
+// kube-apiserver: such a consumer may name only CAs of purpose
+// ServiceAccountTokens, at least one, and registering it or adding a CA
+// to it needs verb "create" on certificateauthorities/signjwt of each CA
+// added, so that no one without a signer's rights squats a host's name
+// (and takes its gate away) or holds a Certificates CA under it.
 package trustconsumer
 
 import (
@@ -29,6 +35,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/admission/rekeyinit"
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/nodeuser"
 )
@@ -44,6 +51,12 @@ const VerbTrust = "trust"
 // node.<node name>; only nodes register such names.
 const NodeConsumerPrefix = "node."
 
+// JWTSignerConsumerPrefix starts the name of the consumer rekey-agent
+// jwt-signer registers for its kube-apiserver, kube-apiserver-jwt.<host>
+// (pkg/jwtsigner.ConsumerPrefix; a test keeps the two equal); only users
+// who may sign with the CAs it names register such names.
+const JWTSignerConsumerPrefix = "kube-apiserver-jwt."
+
 // Register adds the plugin to a plugin registry.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
@@ -53,12 +66,15 @@ func Register(plugins *admission.Plugins) {
 type Plugin struct {
 	*admission.Handler
 	authorizer authorizer.Authorizer
+	// cas reads the purpose of the CAs a jwt-signer's consumer names.
+	cas rekeyinit.CertificateAuthorityGetter
 }
 
 var (
-	_ admission.ValidationInterface        = &Plugin{}
-	_ admission.InitializationValidator    = &Plugin{}
-	_ genericadmissioninit.WantsAuthorizer = &Plugin{}
+	_ admission.ValidationInterface         = &Plugin{}
+	_ admission.InitializationValidator     = &Plugin{}
+	_ genericadmissioninit.WantsAuthorizer  = &Plugin{}
+	_ rekeyinit.WantsCertificateAuthorities = &Plugin{}
 )
 
 // New returns a plugin that still needs an authorizer.
@@ -69,10 +85,17 @@ func New() *Plugin {
 // SetAuthorizer is called by the admission initializer.
 func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
 
-// ValidateInitialization refuses to start without an authorizer.
+// SetCertificateAuthorities is called by the rekey initializer.
+func (p *Plugin) SetCertificateAuthorities(g rekeyinit.CertificateAuthorityGetter) { p.cas = g }
+
+// ValidateInitialization refuses to start without an authorizer and a
+// CertificateAuthority getter.
 func (p *Plugin) ValidateInitialization() error {
 	if p.authorizer == nil {
 		return fmt.Errorf("%s admission plugin requires an authorizer", PluginName)
+	}
+	if p.cas == nil {
+		return fmt.Errorf("%s admission plugin requires a CertificateAuthority getter", PluginName)
 	}
 	return nil
 }
@@ -126,6 +149,13 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 		had = old.Spec.CertificateAuthorities
 	}
+	jwtSigner := strings.HasPrefix(tc.Name, JWTSignerConsumerPrefix)
+	if jwtSigner && a.GetOperation() == admission.Create && len(tc.Spec.CertificateAuthorities) == 0 {
+		// Empty, it would hold no rotation but keep the host's signer
+		// from registering under its name.
+		return admission.NewForbidden(a, fmt.Errorf("trust consumer %q must name at least one CertificateAuthority: names beginning with %q are for rekey-agent jwt-signer, which names the ServiceAccountTokens CA it signs with",
+			tc.Name, JWTSignerConsumerPrefix))
+	}
 	for _, ca := range tc.Spec.CertificateAuthorities {
 		if slices.Contains(had, ca) {
 			continue // granted when it was added
@@ -133,8 +163,56 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		if err := p.requireTrust(ctx, a, u, tc.Name, ca); err != nil {
 			return err
 		}
+		if jwtSigner {
+			if err := p.requireSigner(ctx, a, u, tc.Name, ca); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// requireSigner refuses unless u may create certificateauthorities/signjwt
+// on the CA and the CA signs service-account tokens: what a
+// kube-apiserver-jwt.<host> consumer may name. An authorizer error or a
+// CA that cannot be read refuses too.
+func (p *Plugin) requireSigner(ctx context.Context, a admission.Attributes, u user.Info, consumer, name string) error {
+	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
+		User:            u,
+		Verb:            "create",
+		APIGroup:        rotation.GroupName,
+		APIVersion:      "*",
+		Resource:        "certificateauthorities",
+		Subresource:     "signjwt",
+		Name:            name,
+		ResourceRequest: true,
+	})
+	if decision != authorizer.DecisionAllow {
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Signjwt authorization check failed", "plugin", PluginName, "user", u.GetName(), "certificateAuthority", name)
+		}
+		return admission.NewForbidden(a, fmt.Errorf("user %q may not register trust consumer %q for CertificateAuthority %q: names beginning with %q are for rekey-agent jwt-signer, and naming a CA in one needs verb \"create\" on \"certificateauthorities/signjwt\" in group %q with resourceName %q",
+			u.GetName(), consumer, name, JWTSignerConsumerPrefix, rotation.GroupName, name))
+	}
+	ca, err := p.cas.Get(ctx, name)
+	if err != nil {
+		return admission.NewForbidden(a, fmt.Errorf("trust consumer %q may name only CertificateAuthorities of spec.purpose %s (names beginning with %q are for rekey-agent jwt-signer): reading CertificateAuthority %q: %w",
+			consumer, rotation.PurposeServiceAccountTokens, JWTSignerConsumerPrefix, name, err))
+	}
+	if ca.Spec.Purpose != rotation.PurposeServiceAccountTokens {
+		return admission.NewForbidden(a, fmt.Errorf("trust consumer %q may name only CertificateAuthorities of spec.purpose %s (names beginning with %q are for rekey-agent jwt-signer); CertificateAuthority %q has spec.purpose %q",
+			consumer, rotation.PurposeServiceAccountTokens, JWTSignerConsumerPrefix, name, purposeOf(ca)))
+	}
+	return nil
+}
+
+// purposeOf is the CA's purpose as its default reads (Certificates when
+// unset).
+func purposeOf(ca *rotation.CertificateAuthority) rotation.CAPurpose {
+	if ca.Spec.Purpose == "" {
+		return rotation.PurposeCertificates
+	}
+	return ca.Spec.Purpose
 }
 
 // finishingDeletion allows anyone with RBAC to update to take finalizers

@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"rekey.io/rekey/pkg/admission/admissiontest"
 	"rekey.io/rekey/pkg/apis/rotation"
+	"rekey.io/rekey/pkg/jwtsigner"
 )
 
 func consumer(reporter string, cas ...string) *rotation.TrustConsumer {
@@ -32,10 +34,30 @@ func attrs(obj, old *rotation.TrustConsumer, subresource, userName string) admis
 		&user.DefaultInfo{Name: userName, Groups: []string{user.AllAuthenticated}})
 }
 
+// cas is a CertificateAuthority getter holding "sa" (purpose
+// ServiceAccountTokens) and "a", "b", "c" (Certificates).
+type cas map[string]*rotation.CertificateAuthority
+
+func (c cas) Get(_ context.Context, name string) (*rotation.CertificateAuthority, error) {
+	if ca, ok := c[name]; ok {
+		return ca, nil
+	}
+	return nil, apierrors.NewNotFound(rotation.Resource("certificateauthorities"), name)
+}
+
+func testCAs() cas {
+	c := cas{}
+	for name, purpose := range map[string]rotation.CAPurpose{"sa": rotation.PurposeServiceAccountTokens, "a": rotation.PurposeCertificates, "b": rotation.PurposeCertificates, "c": ""} {
+		c[name] = &rotation.CertificateAuthority{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: rotation.CertificateAuthoritySpec{Purpose: purpose}}
+	}
+	return c
+}
+
 func newPlugin(t *testing.T, fake *admissiontest.Authorizer) *Plugin {
 	t.Helper()
 	p := New()
 	p.SetAuthorizer(fake.Authorizer())
+	p.SetCertificateAuthorities(testCAs())
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +67,83 @@ func newPlugin(t *testing.T, fake *admissiontest.Authorizer) *Plugin {
 func TestRequiresAnAuthorizer(t *testing.T) {
 	if err := New().ValidateInitialization(); err == nil {
 		t.Fatal("started without an authorizer")
+	}
+	p := New()
+	p.SetAuthorizer(authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionNoOpinion, "", nil
+	}))
+	if err := p.ValidateInitialization(); err == nil {
+		t.Fatal("started without a CertificateAuthority getter")
+	}
+}
+
+// TestJWTSignerConsumerNamesAreReserved: kube-apiserver-jwt.<host> is the
+// consumer through which a host's rekey-agent jwt-signer holds a
+// service-account key's rotation until its kube-apiserver fetched the new
+// key. Whoever squats the name (registering it first, naming another CA)
+// takes that gate away; whoever registers one naming a Certificates CA
+// holds that CA's rotations under a signer's name. So only a user who may
+// sign with every CA it names (create certificateauthorities/signjwt) may
+// register one or add a CA to it, it must name at least one CA, and every
+// CA it names must have purpose ServiceAccountTokens.
+func TestJWTSignerConsumerNamesAreReserved(t *testing.T) {
+	if jwtsigner.ConsumerPrefix != JWTSignerConsumerPrefix {
+		t.Fatalf("jwt-signer registers %s<host>, the plugin reserves %s", jwtsigner.ConsumerPrefix, JWTSignerConsumerPrefix)
+	}
+	signjwt := func(u, ca string) admissiontest.Grant {
+		return admissiontest.Grant{User: u, Verb: "create", Name: ca, Resource: "certificateauthorities", Subresource: "signjwt"}
+	}
+	trust := func(u, ca string) admissiontest.Grant {
+		return admissiontest.Grant{User: u, Verb: "trust", Name: ca, Resource: "certificateauthorities"}
+	}
+	grants := []admissiontest.Grant{
+		trust("signer", "sa"), signjwt("signer", "sa"), trust("signer", "a"), trust("signer", "gone"), signjwt("signer", "gone"),
+		trust("reporter", "sa"),
+		trust("both", "a"), signjwt("both", "a"), trust("both", "c"), signjwt("both", "c"),
+	}
+	named := func(name, reporter string, cas ...string) *rotation.TrustConsumer {
+		tc := consumer(reporter, cas...)
+		tc.Name = name
+		return tc
+	}
+	const host = "kube-apiserver-jwt.cp-1"
+	tests := map[string]struct {
+		obj, old *rotation.TrustConsumer
+		sub      string
+		user     string
+		wantErr  []string
+	}{
+		"the signer registers":         {obj: named(host, "", "sa"), user: "signer"},
+		"a reporter without signjwt":   {obj: named(host, "", "sa"), user: "reporter", wantErr: []string{`"reporter"`, host, `CertificateAuthority "sa"`, `verb "create"`, `"certificateauthorities/signjwt"`, `resourceName "sa"`, JWTSignerConsumerPrefix}},
+		"one CA without signjwt":       {obj: named(host, "", "sa", "a"), user: "signer", wantErr: []string{`CertificateAuthority "a"`, `"certificateauthorities/signjwt"`}},
+		"a Certificates CA":            {obj: named(host, "", "a"), user: "both", wantErr: []string{`CertificateAuthority "a"`, "spec.purpose", "Certificates", "ServiceAccountTokens"}},
+		"a CA of no purpose":           {obj: named(host, "", "c"), user: "both", wantErr: []string{`CertificateAuthority "c"`, "ServiceAccountTokens"}},
+		"no CA at all":                 {obj: named(host, ""), user: "signer", wantErr: []string{host, "at least one"}},
+		"a CA that does not exist":     {obj: named(host, "", "gone"), user: "signer", wantErr: []string{`CertificateAuthority "gone"`, "not found"}},
+		"the signer adds a CA":         {obj: named(host, "signer", "sa", "a"), old: named(host, "signer", "sa"), user: "signer", wantErr: []string{`CertificateAuthority "a"`}},
+		"the signer keeps its CA":      {obj: named(host, "signer", "sa"), old: named(host, "signer", "sa"), user: "signer"},
+		"the signer reports":           {obj: named(host, "signer", "sa"), old: named(host, "signer", "sa"), sub: "status", user: "signer"},
+		"an ordinary name is not held": {obj: named("kube-apiserver", "", "sa"), user: "reporter"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake := &admissiontest.Authorizer{T: t, Grants: grants}
+			err := newPlugin(t, fake).Validate(context.Background(), attrs(tc.obj, tc.old, tc.sub, tc.user), nil)
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("want 403, got %v", err)
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %s", err, s)
+				}
+			}
+		})
 	}
 }
 
