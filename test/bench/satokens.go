@@ -41,7 +41,7 @@ import (
 
 // The service-account token benchmark's objects.
 const (
-	satCA        = "bench-sa-keys"
+	satCA        = "service-account-tokens"
 	satNamespace = "bench-satokens"
 	satAccount   = "bench-sa"
 	satSigner    = "bench-jwt-signer"
@@ -91,7 +91,7 @@ const (
 // rekey-apiserver aggregated, and on the same etcd kube-apiserver B with an
 // ECDSA P-256 key file and kube-apiserver C with
 // --service-account-signing-endpoint on rekey-agent jwt-signer, which
-// signs through signjwt with the CA bench-sa-keys (ECDSA P-256, Etcd key
+// signs through signjwt with the CA service-account-tokens (ECDSA P-256, Etcd key
 // store). Every server runs the whole time; the configurations take turns
 // in each round.
 func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds int, window time.Duration) (*satokenResult, error) {
