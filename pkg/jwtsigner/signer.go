@@ -269,6 +269,8 @@ func (s *Signer) Run(ctx context.Context) error {
 	wg.Go(func() { s.maintain(ctx) })
 	if s.opts.TrustConsumer != "" {
 		wg.Go(func() { s.reportLoop(ctx) })
+	} else {
+		logger.Info("Warning: no TrustConsumer (--trust-consumer is empty): the keys kube-apiserver fetched are not reported, so no rotation of the CertificateAuthority waits for this kube-apiserver to have fetched its new key before that key signs")
 	}
 	return externaljwt.Serve(ctx, lis, srv)
 }

@@ -801,3 +801,15 @@ func TestWideSocketWarned(t *testing.T) {
 		t.Errorf("0600 warned about:\n%s", logs)
 	}
 }
+
+// With no TrustConsumer, the start says that no rotation waits for this
+// kube-apiserver.
+func TestNoConsumerLogged(t *testing.T) {
+	a := mkKey(t, "a")
+	opts := testOptions(t)
+	s := start(t, newClient(&remote{key: a}, saCA(a, nil, nil)), opts, nil)
+	eventually(t, "keys", func() bool { return cachedKIDs(opts.CacheFile) == a.kid })
+	if logs := s.logs.String(); !strings.Contains(logs, "no rotation of the CertificateAuthority waits for this kube-apiserver") {
+		t.Errorf("no warning that nothing is reported:\n%s", logs)
+	}
+}

@@ -385,24 +385,38 @@ holds the new CA. Without --once it watches the CAs and keeps going, and checks 
 	return cmd
 }
 
+// hostname is os.Hostname (tests replace it).
+var hostname = os.Hostname
+
 // defaultTrustConsumer is jwt-signer's --trust-consumer default:
-// kube-apiserver-jwt.<host name>, lowercased (empty when the host name is
-// unknown).
-func defaultTrustConsumer() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		return ""
+// kube-apiserver-jwt.<host name>, lowercased; an error when the host name
+// is unknown, or one that does not tell hosts apart (localhost).
+func defaultTrustConsumer() (string, error) {
+	host, err := hostname()
+	if err != nil {
+		return "", fmt.Errorf("the host name is unknown: %w", err)
 	}
-	return jwtsigner.ConsumerPrefix + strings.ToLower(host)
+	host = strings.ToLower(host)
+	switch host {
+	case "":
+		return "", errors.New("the host name is empty")
+	case "localhost", "localhost.localdomain":
+		return "", fmt.Errorf("the host name %q does not tell hosts apart", host)
+	}
+	return jwtsigner.ConsumerPrefix + host, nil
 }
 
 func newJWTSignerCommand() *cobra.Command {
 	var kubeconfig, socketMode, metricsAddr string
 	var allowedUIDs []uint
+	// An unknown default is an error unless the flag is given: an empty
+	// one would silently mean "report nothing", and rotations would not
+	// wait for this kube-apiserver.
+	defaultConsumer, defaultConsumerErr := defaultTrustConsumer()
 	o := jwtsigner.Options{
 		Socket:        jwtsigner.DefaultSocket,
 		CacheFile:     jwtsigner.DefaultCacheFile,
-		TrustConsumer: defaultTrustConsumer(),
+		TrustConsumer: defaultConsumer,
 		RefreshHint:   jwtsigner.DefaultRefreshHint,
 	}
 	cmd := &cobra.Command{
@@ -448,6 +462,9 @@ token signed.`,
 				return fmt.Errorf("--socket-mode %q is not an octal file mode such as 0600", socketMode)
 			}
 			o.SocketMode = os.FileMode(mode)
+			if defaultConsumerErr != nil && !cmd.Flags().Changed("trust-consumer") {
+				return fmt.Errorf("--trust-consumer: the default, %s<host name>, cannot be made: %w; name this host's TrustConsumer with --trust-consumer, or pass --trust-consumer=\"\" to report nothing (rotations of the CA then do not wait for this kube-apiserver)", jwtsigner.ConsumerPrefix, defaultConsumerErr)
+			}
 			o.AllowedUIDs = nil
 			for _, uid := range allowedUIDs {
 				if uid > math.MaxUint32 {
@@ -494,7 +511,7 @@ token signed.`,
 	fs.StringVar(&socketMode, "socket-mode", "0600", "the socket file's mode, in octal (0600: only the signer's user, which kube-apiserver must then run as); not used for an abstract socket. A mode that lets group or others connect is logged as a warning")
 	fs.UintSliceVar(&allowedUIDs, "allowed-uids", nil, "the uids whose processes are served (the kernel's SO_PEERCRED of each connection, comma-separated); any other caller is refused PermissionDenied. Empty: the signer's own uid and 0")
 	fs.StringVar(&o.CacheFile, "cache-file", o.CacheFile, "where the public keys served are kept (JSON, mode 0644), so that they are served at the next start before rekey-apiserver can be reached")
-	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default); empty: report nothing, and rotations of the CA do not wait for this kube-apiserver")
+	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default; without a host name that tells hosts apart, jwt-signer does not start unless this is given); --trust-consumer=\"\": report nothing, and rotations of the CA do not wait for this kube-apiserver")
 	fs.DurationVar(&o.RefreshHint, "refresh-hint", o.RefreshHint, "how often kube-apiserver is told to fetch the keys again (whole seconds); a rotation's new key reaches it within this long")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
 	return cmd

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -146,7 +147,9 @@ func TestJWTSignerFlags(t *testing.T) {
 			t.Errorf("--%s defaults to %q, want %q", name, f.DefValue, want)
 		}
 	}
-	if f := signer.Flags().Lookup("trust-consumer"); f == nil || f.DefValue != defaultTrustConsumer() || !strings.HasPrefix(f.DefValue, "kube-apiserver-jwt.") {
+	if def, err := defaultTrustConsumer(); err != nil {
+		t.Logf("this host has no usable host name: %v", err)
+	} else if f := signer.Flags().Lookup("trust-consumer"); f == nil || f.DefValue != def || !strings.HasPrefix(f.DefValue, "kube-apiserver-jwt.") {
 		t.Errorf("--trust-consumer: %+v, want kube-apiserver-jwt.<host name>", f)
 	}
 
@@ -203,5 +206,38 @@ func TestJWTSignerHelp(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "jwt-signer") {
 		t.Errorf("rekey-agent --help does not list jwt-signer:\n%s", out.String())
+	}
+}
+
+// jwt-signer does not start when the default TrustConsumer name cannot be
+// told (no host name, or one every container shares): the gate for its
+// kube-apiserver would silently be absent, or shared. --trust-consumer=""
+// is the explicit way to report nothing.
+func TestJWTSignerDefaultConsumerNeedsAHostName(t *testing.T) {
+	orig := hostname
+	t.Cleanup(func() { hostname = orig })
+	missing := filepath.Join(t.TempDir(), "missing")
+	for name, tc := range map[string]struct {
+		host func() (string, error)
+		args []string
+		want string
+	}{
+		"no host name":            {func() (string, error) { return "", errors.New("uname failed") }, nil, `--trust-consumer: the default`},
+		"empty host name":         {func() (string, error) { return "", nil }, nil, `--trust-consumer: the default`},
+		"localhost":               {func() (string, error) { return "localhost", nil }, nil, `--trust-consumer: the default`},
+		"no host name, explicit":  {func() (string, error) { return "", errors.New("uname failed") }, []string{"--trust-consumer", "kube-apiserver-jwt.cp-1"}, "--kubeconfig"},
+		"no host name, opted out": {func() (string, error) { return "", errors.New("uname failed") }, []string{"--trust-consumer="}, "--kubeconfig"},
+		"host name":               {func() (string, error) { return "CP-1", nil }, nil, "--kubeconfig"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hostname = tc.host
+			cmd := NewCommand(&bytes.Buffer{})
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(append([]string{"jwt-signer", "--kubeconfig", missing, "--certificate-authority", "sa", "--socket", filepath.Join(t.TempDir(), "s.sock")}, tc.args...))
+			if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
