@@ -24,6 +24,7 @@ import (
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/jwtkey"
+	"rekey.io/rekey/pkg/signing"
 )
 
 // Signature results, as the metrics label them.
@@ -36,9 +37,11 @@ const (
 
 // CAKeys hands out a CA's current key and certificate: the server's one
 // authority.Authorities, so that signjwt signs with the key the binding
-// names, never one read from status.
+// names, never one read from status. Forget drops a CA's cached key, so
+// that the next Get reads the binding.
 type CAKeys interface {
 	Get(ctx context.Context, name string) (*authority.Authority, error)
+	Forget(name string)
 }
 
 var _ CAKeys = &authority.Authorities{}
@@ -99,7 +102,9 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 	logger := klog.FromContext(ctx).WithValues("certificateAuthority", name)
 	// From the watch cache, not a quorum read of etcd per token: what is
 	// read here (purpose, maxTokenExpiration, issuer) is immutable, and the
-	// key that signs comes from the binding, not from this object.
+	// key that signs comes from the binding, not from this object; status
+	// only vetoes a key the cache still holds after a promotion
+	// (statusLetsSign says why this read is fresh enough for that).
 	stored, err := r.cas.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
@@ -124,6 +129,19 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 		return nil, apierrors.NewServiceUnavailable(err.Error())
 	}
 	auth, err := r.keys.Get(ctx, name)
+	if err == nil && !statusLetsSign(ca, auth) {
+		// The cache answered a key the CA's status does not let sign: it
+		// was filled before the promotion, and this replica's informer
+		// (which says when to read the binding again) has not seen it yet.
+		// The binding is the truth: read it once more.
+		r.keys.Forget(name)
+		if auth, err = r.keys.Get(ctx, name); err == nil && !statusLetsSign(ca, auth) {
+			signaturesTotal.WithLabelValues(name, "", signResultUnavailable).Inc()
+			logger.Info("Not signing a service-account token with a key the CertificateAuthority does not let sign; its status and this replica's key cache disagree",
+				"fingerprint", signing.Fingerprint(auth.Cert), "uid", auth.UID)
+			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("CertificateAuthority %q: this replica's key cache is behind; retry", name))
+		}
+	}
 	if err != nil {
 		signaturesTotal.WithLabelValues(name, "", signResultUnavailable).Inc()
 		logger.Error(err, "No key to sign service-account tokens with")
@@ -147,6 +165,44 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 	// The claims are not echoed: the caller has them, and the answer
 	// together with them is a bearer token.
 	return &rotation.JWTSignRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Header: hdr, Signature: sig, KeyID: kid}, nil
+}
+
+// statusLetsSign says whether auth, the key the Authorities cache answered,
+// may sign for ca as this replica's watch cache shows it: the same object
+// (UID) and the key status.current or status.next names, never the one
+// status.previous names.
+//
+// Why this bounds the previous key's tokens (status.previous.
+// tokensExpireTime = Prepared + maxTokenExpiration + jwtkey.
+// TokenExpiryLeeway): the controller promotes the new key in the binding
+// first and then writes status Prepared (previous = the old key) in one
+// update whose lastInitiationFinishedTime is taken before the promotion.
+// The old key signs here only while the watch cache this object was read
+// from (resourceVersion 0) has not yet seen that update; once it has, the
+// old key is refused whatever the key cache holds. So the old key signs
+// for at most the time from lastInitiationFinishedTime to that update
+// reaching this replica's watch cache (normally well under a second; the
+// informer that refreshes the key cache is fed from behind it), which
+// jwtkey.ReplicaLag budgets. A quorum read per token would narrow it to
+// the commit itself, at a round trip to etcd per token.
+// status.next is allowed for the same lag the other way: the binding
+// promoted it (Authorities never answers a binding's next key) before the
+// watch cache saw Prepared; it is trusted, and jwt-signer serves it.
+// Any other key (a status several rotations behind, a CA deleted and
+// created again) is refused: jwt-signer serves only keys status names.
+func statusLetsSign(ca *rotation.CertificateAuthority, auth *authority.Authority) bool {
+	if auth == nil || auth.Cert == nil || auth.UID != string(ca.UID) {
+		return false
+	}
+	fp := signing.Fingerprint(auth.Cert)
+	if prev := ca.Status.Previous; prev != nil && prev.Fingerprint == fp {
+		return false
+	}
+	if cur := ca.Status.Current; cur != nil && cur.Fingerprint == fp {
+		return true
+	}
+	next := ca.Status.Next
+	return next != nil && next.Fingerprint == fp
 }
 
 // keyID is the kid of the key a CA certificate wraps.

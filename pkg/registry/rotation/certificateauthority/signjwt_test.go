@@ -25,6 +25,7 @@ import (
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/authority"
 	"rekey.io/rekey/pkg/jwtkey"
+	"rekey.io/rekey/pkg/signing"
 )
 
 var signNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -144,7 +145,113 @@ type fakeKeys struct {
 }
 
 func (f fakeKeys) Get(context.Context, string) (*authority.Authority, error) { return f.auth, f.err }
+func (f fakeKeys) Forget(string)                                             {}
 
+// cacheKeys is an authority.Authorities whose cache hands out cached until
+// Forget, then fresh: what the binding says.
+type cacheKeys struct {
+	cached, fresh *authority.Authority
+	forgets       int
+}
+
+func (c *cacheKeys) Get(context.Context, string) (*authority.Authority, error) { return c.cached, nil }
+func (c *cacheKeys) Forget(string)                                             { c.forgets++; c.cached = c.fresh }
+
+// selfSigned is a CA certificate wrapping key, as a binding holds one.
+func selfSigned(t *testing.T, key *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: signNow.Add(-time.Hour), NotAfter: signNow.Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func newAuthority(t *testing.T) *authority.Authority {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &authority.Authority{Name: "sa", UID: "uid-1", Cert: selfSigned(t, key), Signer: key}
+}
+
+// TestSignJWTSignsOnlyWithStatusKeys (review finding 2): the key cache of
+// a replica may lag the promotion; signjwt never signs with the key the
+// CertificateAuthority calls previous, nor with one it does not name. It
+// forgets the cached key and asks the binding once, then answers 503.
+func TestSignJWTSignsOnlyWithStatusKeys(t *testing.T) {
+	oldKey, newKey, otherKey := newAuthority(t), newAuthority(t), newAuthority(t)
+	kidOf := func(a *authority.Authority) string {
+		kid, err := jwtkey.KeyID(a.Cert.PublicKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kid
+	}
+	entry := func(a *authority.Authority) *rotation.CACertificate {
+		return &rotation.CACertificate{Fingerprint: signing.Fingerprint(a.Cert), TokenKeyID: kidOf(a)}
+	}
+	prepared := saCA("sa")
+	prepared.UID = "uid-1"
+	prepared.Status.Phase, prepared.Status.Current, prepared.Status.Previous = rotation.PhasePrepared, entry(newKey), entry(oldKey)
+	preparing := saCA("sa")
+	preparing.UID = "uid-1"
+	preparing.Status.Phase, preparing.Status.Current, preparing.Status.Next = rotation.PhasePreparing, entry(oldKey), entry(newKey)
+	recreated := prepared.DeepCopy()
+	recreated.UID = "uid-2"
+	now := signNow.Unix()
+	claims := claimsOf(t, kubeClaims(now, now+3600))
+
+	for _, tc := range []struct {
+		name          string
+		ca            *rotation.CertificateAuthority
+		cached, fresh *authority.Authority
+		wantKid       string // "": a 503
+		wantForgets   int
+	}{
+		{name: "Prepared, cache current", ca: prepared, cached: newKey, fresh: newKey, wantKid: kidOf(newKey)},
+		{name: "Prepared, cache behind, binding current", ca: prepared, cached: oldKey, fresh: newKey, wantKid: kidOf(newKey), wantForgets: 1},
+		{name: "Prepared, still the previous key", ca: prepared, cached: oldKey, fresh: oldKey, wantForgets: 1},
+		{name: "a key status does not name", ca: prepared, cached: otherKey, fresh: otherKey, wantForgets: 1},
+		{name: "Preparing, the old key signs", ca: preparing, cached: oldKey, fresh: oldKey, wantKid: kidOf(oldKey)},
+		{name: "promoted in the binding before status says so", ca: preparing, cached: newKey, fresh: newKey, wantKid: kidOf(newKey)},
+		{name: "the key of a CA of the same name deleted since", ca: recreated, cached: newKey, fresh: newKey, wantForgets: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := &cacheKeys{cached: tc.cached, fresh: tc.fresh}
+			r := NewSignJWTREST(fakeGetter{"sa": tc.ca}, keys, clocktesting.NewFakePassiveClock(signNow))
+			before, _ := testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues("sa", "", signResultUnavailable))
+			obj, err := r.Create(context.Background(), "sa", &rotation.JWTSignRequest{Claims: claims}, nil, &metav1.CreateOptions{})
+			if keys.forgets != tc.wantForgets {
+				t.Errorf("Forget called %d times, want %d", keys.forgets, tc.wantForgets)
+			}
+			if tc.wantKid == "" {
+				if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "this replica's key cache is behind") {
+					t.Fatalf("got %v (%+v), want a 503 saying the key cache is behind", err, obj)
+				}
+				if after, _ := testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues("sa", "", signResultUnavailable)); after != before+1 {
+					t.Fatalf("signatures_total{result=unavailable} went from %v to %v", before, after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := obj.(*rotation.JWTSignRequest).KeyID; got != tc.wantKid {
+				t.Fatalf("signed with kid %s, want %s", got, tc.wantKid)
+			}
+		})
+	}
+}
+
+// saCA is a Ready ServiceAccountTokens CA; its current key is a made-up
+// fingerprint unless the test names one.
 func saCA(name string) *rotation.CertificateAuthority {
 	return &rotation.CertificateAuthority{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -155,6 +262,13 @@ func saCA(name string) *rotation.CertificateAuthority {
 			Conditions: []metav1.Condition{{Type: rotation.CertificateAuthorityReady, Status: metav1.ConditionTrue, Reason: "KeyAvailable"}},
 		},
 	}
+}
+
+// saCAOf is saCA("sa") whose current key is auth's.
+func saCAOf(auth *authority.Authority) *rotation.CertificateAuthority {
+	ca := saCA("sa")
+	ca.Status.Current.Fingerprint = signing.Fingerprint(auth.Cert)
+	return ca
 }
 
 // verifyES256 checks a JWS made by jwtkey.Sign against pub.
@@ -175,18 +289,18 @@ func TestSignJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := &authority.Authority{Name: "sa", Cert: &x509.Certificate{PublicKey: &key.PublicKey}, Signer: key}
+	auth := &authority.Authority{Name: "sa", Cert: selfSigned(t, key), Signer: key}
 	kid, _ := jwtkey.KeyID(&key.PublicKey)
 	now := signNow.Unix()
 	good := claimsOf(t, kubeClaims(now, now+3600))
 
-	notReady := saCA("sa")
+	notReady := saCAOf(auth)
 	notReady.Status.Conditions[0].Status, notReady.Status.Conditions[0].Reason, notReady.Status.Conditions[0].Message = metav1.ConditionFalse, "KeyUnavailable", "the PKCS#11 token is gone"
-	noCurrent := saCA("sa")
+	noCurrent := saCAOf(auth)
 	noCurrent.Status.Current = nil
-	certs := saCA("sa")
+	certs := saCAOf(auth)
 	certs.Spec.Purpose, certs.Spec.ServiceAccountTokens = rotation.PurposeCertificates, nil
-	unset := saCA("sa")
+	unset := saCAOf(auth)
 	unset.Spec.Purpose = ""
 
 	for _, tc := range []struct {
@@ -199,17 +313,17 @@ func TestSignJWT(t *testing.T) {
 		want   string
 		result string // the metric's result label
 	}{
-		{name: "dry run", ca: saCA("sa"), claims: good, dryRun: true, check: apierrors.IsBadRequest, want: "does not support dryRun"},
+		{name: "dry run", ca: saCAOf(auth), claims: good, dryRun: true, check: apierrors.IsBadRequest, want: "does not support dryRun"},
 		{name: "no such CA", claims: good, check: apierrors.IsNotFound, want: "not found"},
 		{name: "Certificates CA", ca: certs, claims: good, check: apierrors.IsBadRequest, result: signResultRefused,
 			want: `CertificateAuthority "sa" signs certificates (spec.purpose Certificates), not service-account tokens`},
 		{name: "purpose unset is Certificates", ca: unset, claims: good, check: apierrors.IsBadRequest, result: signResultRefused, want: "(spec.purpose Certificates)"},
-		{name: "bad claims", ca: saCA("sa"), claims: claimsOf(t, kubeClaims(now, now+7200)), check: apierrors.IsInvalid, result: signResultRefused,
+		{name: "bad claims", ca: saCAOf(auth), claims: claimsOf(t, kubeClaims(now, now+7200)), check: apierrors.IsInvalid, result: signResultRefused,
 			want: "claims: Invalid value: \"exp\" - \"iat\" is 7200 s, more than spec.serviceAccountTokens.maxTokenExpiration (1h0m0s)"},
 		{name: "not Ready", ca: notReady, claims: good, check: apierrors.IsServiceUnavailable, result: signResultUnavailable,
 			want: `CertificateAuthority "sa" is not Ready (KeyUnavailable): the PKCS#11 token is gone`},
 		{name: "no current key", ca: noCurrent, claims: good, check: apierrors.IsServiceUnavailable, result: signResultUnavailable, want: "is not Ready: it has no current key yet"},
-		{name: "key unavailable", ca: saCA("sa"), keys: fakeKeys{err: errors.New(`CertificateAuthority "sa" has no key yet`)}, claims: good,
+		{name: "key unavailable", ca: saCAOf(auth), keys: fakeKeys{err: errors.New(`CertificateAuthority "sa" has no key yet`)}, claims: good,
 			check: apierrors.IsServiceUnavailable, result: signResultUnavailable, want: "has no usable key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,7 +365,7 @@ func TestSignJWT(t *testing.T) {
 			validated = obj.(*rotation.JWTSignRequest).Claims == good
 			return nil
 		}
-		r := NewSignJWTREST(fakeGetter{"sa": saCA("sa")}, fakeKeys{auth: auth}, clocktesting.NewFakePassiveClock(signNow))
+		r := NewSignJWTREST(fakeGetter{"sa": saCAOf(auth)}, fakeKeys{auth: auth}, clocktesting.NewFakePassiveClock(signNow))
 		before, _ := testutil.GetCounterMetricValue(signaturesTotal.WithLabelValues("sa", kid, signResultSigned))
 		obj, err := r.Create(context.Background(), "sa", &rotation.JWTSignRequest{Claims: good}, validate, &metav1.CreateOptions{})
 		if err != nil {
@@ -276,7 +390,7 @@ func TestSignJWT(t *testing.T) {
 	})
 
 	t.Run("admission refusal stops it", func(t *testing.T) {
-		r := NewSignJWTREST(fakeGetter{"sa": saCA("sa")}, fakeKeys{auth: auth}, clocktesting.NewFakePassiveClock(signNow))
+		r := NewSignJWTREST(fakeGetter{"sa": saCAOf(auth)}, fakeKeys{auth: auth}, clocktesting.NewFakePassiveClock(signNow))
 		deny := func(context.Context, runtime.Object) error {
 			return apierrors.NewForbidden(rotation.Resource("certificateauthorities"), "sa", errors.New("no"))
 		}
