@@ -36,10 +36,13 @@ func maxTokenExpiration(ca *rotationv1alpha1.CertificateAuthority) time.Duration
 // describeTokenKeys fills in, for a ServiceAccountTokens CA, the kid of
 // every key status shows (what jwt-signer serves and kube-apiserver
 // matches tokens by) and when the previous key's last token expires: it
-// stopped signing when the rotation became Prepared
-// (lastInitiationFinishedTime, which is never earlier than the promotion),
-// and signed no token living longer than maxTokenExpiration. Both are
-// derived from status and spec alone, so every sync writes the same.
+// stopped signing about when the rotation became Prepared
+// (lastInitiationFinishedTime, taken at the start of the step that
+// promotes and rounded up to the second; signjwt refuses the previous key
+// once a replica's watch cache shows Prepared, which jwtkey.ReplicaLag
+// within TokenExpiryLeeway covers), and signed no token living longer than
+// maxTokenExpiration. Both are derived from status and spec alone, so
+// every sync writes the same.
 func describeTokenKeys(ca *rotationv1alpha1.CertificateAuthority, status *rotationv1alpha1.CertificateAuthorityStatus) error {
 	if !isTokenKey(ca) {
 		return nil
