@@ -335,7 +335,7 @@ type satSignerProc struct {
 // listens.
 func startSATokenSigner(ctx context.Context, cluster *framework.Cluster, bin string) (*satSignerProc, error) {
 	user := "rekey:jwt-signer:" + satSigner
-	kubeconfig, err := cluster.UserKubeconfigAt(cluster.KubeAPIURL, user)
+	kubeconfig, err := cluster.UserKubeconfigAt(cluster.KubeAPIURL, user, "rekey:jwt-signers")
 	if err != nil {
 		return nil, err
 	}
