@@ -41,6 +41,12 @@ const (
 
 var states = []State{StateCurrent, StateNext, StatePrevious, StateLegacy}
 
+var phases = []rotationv1alpha1.RotationPhase{rotationv1alpha1.PhaseNone, rotationv1alpha1.PhasePreparing, rotationv1alpha1.PhasePrepared, rotationv1alpha1.PhaseCompleting, rotationv1alpha1.PhaseCompleted}
+
+// maxResourceVersionLength caps the resourceVersion a cache file records
+// (only logged).
+const maxResourceVersionLength = 64
+
 const (
 	// MaxCacheFileSize caps the cache file before it is parsed: three CA
 	// keys and eight legacy keys, RSA-4096 at worst, are under 16 KiB.
@@ -78,6 +84,12 @@ type Set struct {
 	MaxTokenExpirationSeconds int64  `json:"maxTokenExpirationSeconds"`
 	// DataTimestamp is when the set last changed.
 	DataTimestamp time.Time `json:"dataTimestamp"`
+	// RotationPhase and ResourceVersion are the CA's status.phase and
+	// resourceVersion when the set was made from it: a signer that
+	// starts from the cache file says what the CA was then (a key dropped
+	// by a Complete since is still in the file).
+	RotationPhase   rotationv1alpha1.RotationPhase `json:"rotationPhase,omitempty"`
+	ResourceVersion string                         `json:"resourceVersion,omitempty"`
 }
 
 // sameKeys says whether a and b serve the same: everything but the
@@ -180,7 +192,12 @@ func FromCA(ca *rotationv1alpha1.CertificateAuthority, now time.Time) (*Set, err
 	if ca.Status.Current == nil {
 		return nil, fmt.Errorf("CertificateAuthority %s has no current key yet (status.current)", ca.Name)
 	}
-	set := &Set{CertificateAuthority: ca.Name, MaxTokenExpirationSeconds: int64(rotationv1alpha1.DefaultMaxTokenExpiration / time.Second)}
+	set := &Set{
+		CertificateAuthority:      ca.Name,
+		MaxTokenExpirationSeconds: int64(rotationv1alpha1.DefaultMaxTokenExpiration / time.Second),
+		RotationPhase:             ca.Status.Phase,
+		ResourceVersion:           ca.ResourceVersion,
+	}
 	sat := ca.Spec.ServiceAccountTokens
 	if sat != nil && sat.MaxTokenExpiration != nil {
 		d := sat.MaxTokenExpiration.Duration
@@ -332,6 +349,12 @@ func (s *Set) check(ca string) error {
 	}
 	if s.DataTimestamp.IsZero() {
 		return errors.New("dataTimestamp: must be set")
+	}
+	if !slices.Contains(phases, s.RotationPhase) {
+		return fmt.Errorf("rotationPhase: %q is not a rotation phase", s.RotationPhase)
+	}
+	if len(s.ResourceVersion) > maxResourceVersionLength {
+		return fmt.Errorf("resourceVersion: longer than %d bytes", maxResourceVersionLength)
 	}
 	if len(s.Keys) == 0 || len(s.Keys) > maxKeys {
 		return fmt.Errorf("keys: %d, want 1 to %d", len(s.Keys), maxKeys)

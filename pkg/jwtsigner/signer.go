@@ -165,6 +165,9 @@ type Signer struct {
 	hasFetched bool
 	// problem is the last reason the CA gave no keys (logged on change).
 	problem string
+	// caRead is set once a CA read gave keys: until then, the keys
+	// served (if any) are the cache file's.
+	caRead bool
 
 	known     chan struct{}
 	knownOnce sync.Once
@@ -336,7 +339,11 @@ func (s *Signer) loadCache(ctx context.Context) {
 	s.writeMu.Lock()
 	s.written = max(s.written, gen)
 	s.writeMu.Unlock()
-	logger.Info("Serving the keys of the cache file until the CertificateAuthority is read", "cacheFile", s.opts.CacheFile, "keys", describe(set), "dataTimestamp", set.DataTimestamp)
+	// Loud, and with what the CA was when the file was written: a key a
+	// Complete dropped since (a forced one, for a compromised key) is
+	// served again until the CA is read.
+	logger.Info("Warning: serving keys from the cache file, not from the CertificateAuthority (not read yet): they are what it named when the file was written, so a key it dropped since (a forced Complete) is served until it is read",
+		"cacheFile", s.opts.CacheFile, "keys", describe(set), "rotationPhase", set.RotationPhase, "resourceVersion", set.ResourceVersion, "dataTimestamp", set.DataTimestamp)
 }
 
 // installLocked makes set (stamped) the set served. s.mu is held.
@@ -390,15 +397,30 @@ func (s *Signer) applyCA(ctx context.Context, ca *rotationv1alpha1.CertificateAu
 		s.rv = rv
 	}
 	s.problem = ""
+	firstRead := !s.caRead
+	s.caRead = true
 	if sameKeys(s.set, set) {
+		if firstRead {
+			logger.Info("Read the CertificateAuthority: it names the keys served from the cache file", "keys", describe(set), "rotationPhase", set.RotationPhase, "resourceVersion", set.ResourceVersion)
+		}
+		if s.set.RotationPhase == set.RotationPhase {
+			s.mu.Unlock()
+			return nil
+		}
+		// Only the phase changed: the cache file records it, and
+		// kube-apiserver's dataTimestamp (the keys) stays.
+		set.DataTimestamp = s.set.DataTimestamp
+		s.installLocked(set)
+		gen := s.gen
 		s.mu.Unlock()
+		s.writeCache(ctx, set, gen)
 		return nil
 	}
 	set.DataTimestamp = now.UTC()
 	s.installLocked(set)
 	gen := s.gen
 	s.mu.Unlock()
-	logger.Info("Serving the CertificateAuthority's keys", "keys", describe(set), "maxTokenExpirationSeconds", set.MaxTokenExpirationSeconds)
+	logger.Info("Serving the CertificateAuthority's keys", "keys", describe(set), "maxTokenExpirationSeconds", set.MaxTokenExpirationSeconds, "rotationPhase", set.RotationPhase, "resourceVersion", set.ResourceVersion)
 	s.writeCache(ctx, set, gen)
 	return nil
 }

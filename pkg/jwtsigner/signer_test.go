@@ -813,3 +813,58 @@ func TestNoConsumerLogged(t *testing.T) {
 		t.Errorf("no warning that nothing is reported:\n%s", logs)
 	}
 }
+
+// The cache file records the CA's rotation phase and resourceVersion (a
+// change of phase alone rewrites it, keeping dataTimestamp), and a signer
+// that starts from it before the CA is read says loudly which keys it
+// serves and what the CA was then: after a forced Complete it may be
+// serving a key the CA dropped.
+func TestCacheRecordsThePhase(t *testing.T) {
+	a, b := mkKey(t, "a"), mkKey(t, "b")
+	opts := testOptions(t)
+	prepared := saCA(b, nil, a)
+	prepared.ResourceVersion = "7"
+	prepared.Status.Phase = rotationv1alpha1.PhasePreparing
+	client := newClient(&remote{key: b}, prepared)
+	first := start(t, client, opts, nil)
+	cached := func() *Set {
+		set, err := ReadCache(opts.CacheFile, "sa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	eventually(t, "the cache", func() bool { return cachedKIDs(opts.CacheFile) == b.kid+" "+a.kid })
+	before := cached()
+	if before.RotationPhase != rotationv1alpha1.PhasePreparing || before.ResourceVersion != "7" {
+		t.Fatalf("cached phase %q, resourceVersion %q; want Preparing, 7", before.RotationPhase, before.ResourceVersion)
+	}
+	// The phase alone changes: the file follows, dataTimestamp stays.
+	prepared = prepared.DeepCopy()
+	prepared.ResourceVersion = "8"
+	prepared.Status.Phase = rotationv1alpha1.PhasePrepared
+	if _, err := client.RotationV1alpha1().CertificateAuthorities().Update(t.Context(), prepared, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the phase cached", func() bool {
+		set, err := ReadCache(opts.CacheFile, "sa")
+		return err == nil && set != nil && set.RotationPhase == rotationv1alpha1.PhasePrepared
+	})
+	if after := cached(); after.ResourceVersion != "8" || !after.DataTimestamp.Equal(before.DataTimestamp) {
+		t.Errorf("after a phase change: resourceVersion %q, dataTimestamp %v; want 8, %v unchanged", after.ResourceVersion, after.DataTimestamp, before.DataTimestamp)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := start(t, unreachable(), opts, nil)
+	if got, _ := second.fetch(t); !slices.Equal(got, []string{b.kid, a.kid}) {
+		t.Fatalf("FetchKeys from the cache = %v", got)
+	}
+	logs := second.logs.String()
+	for _, want := range []string{"from the cache file", "not read yet", a.kid + " (previous)", `rotationPhase="Prepared"`, `resourceVersion="8"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the start from the cache does not log %q:\n%s", want, logs)
+		}
+	}
+}
