@@ -35,8 +35,9 @@ import (
 
 const (
 	// saKeysCA is the ServiceAccountTokens CA the test's kube-apiservers
-	// sign with.
-	saKeysCA = "e2e-sa-keys"
+	// sign with: the one name the shipped rekey:jwt-signer role may sign
+	// with.
+	saKeysCA = "service-account-tokens"
 	// saTokensNamespace and saTokensAccount are whose tokens are minted.
 	saTokensNamespace = "e2e-satokens"
 	saTokensAccount   = "e2e-sa"
@@ -740,7 +741,15 @@ func verifyWithJWKS(token string, keys map[string]jwk) error {
 	}
 	switch {
 	case hdr.Algorithm == "ES256" && k.Kty == "EC" && k.Crv == "P-256":
-		pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: b64(k.X), Y: b64(k.Y)}
+		x, errX := base64.RawURLEncoding.DecodeString(k.X)
+		y, errY := base64.RawURLEncoding.DecodeString(k.Y)
+		if errX != nil || errY != nil || len(x) != 32 || len(y) != 32 {
+			return fmt.Errorf("JWKS key %s: x and y are not 32-byte base64url", hdr.KeyID)
+		}
+		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return fmt.Errorf("JWKS key %s: %w", hdr.KeyID, err)
+		}
 		if len(sig) != 64 || !ecdsa.Verify(pub, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
 			return fmt.Errorf("the ES256 signature does not verify with JWKS key %s", hdr.KeyID)
 		}

@@ -23,6 +23,11 @@ import (
 // refuses beside --service-account-signing-endpoint.
 var serviceAccountKeyFlags = []string{"--service-account-key-file", "--service-account-signing-key-file"}
 
+// JWTSignersGroup is the group of the signers' users, which the FlowSchema
+// rekey-jwt-signer (artifacts/rbac/jwt-signer-flowcontrol.yaml) puts in a
+// priority level of their own.
+const JWTSignersGroup = "rekey:jwt-signers"
+
 // JWTSignerRole is the ClusterRole artifacts/rbac/jwt-signer.yaml ships
 // for rekey-agent jwt-signer.
 const JWTSignerRole = "rekey:jwt-signer"
@@ -174,8 +179,8 @@ type JWTSigner struct {
 
 // StartJWTSigner runs `rekey-agent jwt-signer` (the test binary) for the
 // rest of the test as a user of its own (a client certificate of the
-// cluster's client CA, as a control-plane host's signer has) bound to
-// rekey:jwt-signer and nothing else. It waits until the signer
+// cluster's client CA, as a control-plane host's signer has, in the group
+// rekey:jwt-signers) bound to rekey:jwt-signer and nothing else. It waits until the signer
 // wrote its cache file (what it answers FetchKeys from), so that a
 // kube-apiserver may start on its socket. The signer is killed at the
 // test's end; its log is in the cluster's directory.
@@ -202,7 +207,7 @@ func (c *Cluster) StartJWTSigner(t testing.TB, opts JWTSignerOptions) *JWTSigner
 	if s.TrustConsumer == "" {
 		s.TrustConsumer = "kube-apiserver-jwt." + opts.Name
 	}
-	if s.Kubeconfig, err = c.UserKubeconfigAt(server, s.User); err != nil {
+	if s.Kubeconfig, err = c.UserKubeconfigAt(server, s.User, JWTSignersGroup); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.bindJWTSigner(s.User); err != nil {
