@@ -227,7 +227,9 @@ func TestServiceAccountTokenSigning(t *testing.T) {
 // others) lets its user sign with the ServiceAccountTokens CA it names
 // (service-account-tokens, the docs' name; no other test here may use it)
 // and register the TrustConsumer it reports as; a user who may read CAs
-// but lacks the role (rekey:trust-reporter) gets 403 from signjwt.
+// but lacks the role (rekey:trust-reporter) gets 403 from signjwt; and
+// kube-apiserver queues the signer's signjwt (its certificate in group
+// rekey:jwt-signers) in the shipped FlowSchema's priority level.
 func TestJWTSignerRole(t *testing.T) {
 	t.Parallel()
 	cluster := kubeCluster(t)
@@ -246,7 +248,7 @@ func TestJWTSignerRole(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	bind := func(user, role string) clientset.Interface {
+	bind := func(user, role string, groups ...string) clientset.Interface {
 		if _, err := cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "it-jwt-role-" + user},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
@@ -254,13 +256,15 @@ func TestJWTSignerRole(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("binding %s to %s: %v", user, role, err)
 		}
-		c, _, err := cluster.UserClient(user)
+		c, _, err := cluster.UserClient(user, groups...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	signer := bind("jwt-role-signer", framework.JWTSignerRole)
+	// A signer's certificate carries O=rekey:jwt-signers, the group the
+	// shipped FlowSchema classifies.
+	signer := bind("jwt-role-signer", framework.JWTSignerRole, "rekey:jwt-signers")
 	reader := bind("jwt-role-reader", "rekey:trust-reporter")
 	ca := waitForCA(t, cluster.RekeyAdmin, jwtRoleCA, "Ready with a tokenKeyID", func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return ca.Status.Current != nil && ca.Status.Current.TokenKeyID != ""
@@ -275,6 +279,24 @@ func TestJWTSignerRole(t *testing.T) {
 		return err
 	})
 	verifyJWS(t, ca, claims, signed)
+	// kube-apiserver queued its signjwt in the priority level artifacts/rbac
+	// ships for it, not in global-default.
+	framework.Eventually(t, 30*time.Second, "signjwt dispatched by FlowSchema rekey-jwt-signer", func(ctx context.Context) error {
+		if _, err := signer.RotationV1alpha1().CertificateAuthorities().SignJWT(ctx, jwtRoleCA, &rotationv1alpha1.JWTSignRequest{Claims: claims}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		body, err := cluster.Admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") &&
+				strings.Contains(line, `flow_schema="rekey-jwt-signer",priority_level="rekey-jwt-signer"`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("kube-apiserver dispatched no request through FlowSchema rekey-jwt-signer")
+	})
 	// It may register the consumer it reports as, naming the CA (trust).
 	framework.Eventually(t, tcSettle, "the rekey:jwt-signer user registers its trust consumer", func(ctx context.Context) error {
 		_, err := signer.RotationV1alpha1().TrustConsumers().Create(ctx, &rotationv1alpha1.TrustConsumer{
