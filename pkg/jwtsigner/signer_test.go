@@ -75,7 +75,7 @@ func (r *remote) react(action k8stesting.Action) (bool, runtime.Object, error) {
 	if r.rewrite != nil {
 		c = r.rewrite(c)
 	}
-	var signer crypto.Signer = r.key.kp.Key
+	signer := r.key.kp.Key
 	if r.signer != nil {
 		signer = r.signer
 	}

@@ -139,10 +139,10 @@ func TestServiceAccountTokenSigning(t *testing.T) {
 		})
 	}
 	ready("certs")
-	ca := waitForCA(t, client, "sa-keys", "Ready with a tokenKeyID", func(ca *rotationv1alpha1.CertificateAuthority) bool {
+	waitForCA(t, client, "sa-keys", "Ready with a tokenKeyID", func(ca *rotationv1alpha1.CertificateAuthority) bool {
 		return ca.Status.Current != nil && ca.Status.Current.TokenKeyID != ""
 	})
-	ca = ready("sa-keys")
+	ca := ready("sa-keys")
 
 	claims := saClaims(issuer, time.Hour)
 	oldKid := verifyJWS(t, ca, claims, signJWT(t, client, "sa-keys", claims))
