@@ -23,6 +23,7 @@ import (
 	"rekey.io/rekey/pkg/controller/signer"
 	"rekey.io/rekey/pkg/crl"
 	"rekey.io/rekey/pkg/issuer"
+	"rekey.io/rekey/pkg/jwtsigner"
 	"rekey.io/rekey/pkg/revocation"
 )
 
@@ -38,6 +39,7 @@ const (
 // authorization webhook metrics, which the revocation alerts read.
 func registerExported() {
 	agent.RegisterMetrics()
+	jwtsigner.RegisterMetrics()
 	certificateauthority.RegisterMetrics()
 	credential.RegisterMetrics()
 	signer.RegisterMetrics()
