@@ -45,6 +45,9 @@ const (
 	satNamespace = "bench-satokens"
 	satAccount   = "bench-sa"
 	satSigner    = "bench-jwt-signer"
+	// satSignerDirect is kube-apiserver D's signer, whose kubeconfig
+	// points at rekey-apiserver itself, not at kube-apiserver A.
+	satSignerDirect = "bench-jwt-signer-direct"
 	// satExpiration is every TokenRequest's expirationSeconds, and the
 	// CA's maxTokenExpiration (which the signer's Metadata gives
 	// kube-apiserver as its cap).
@@ -55,15 +58,18 @@ const (
 
 // satokenResult is the service-account token benchmark (issue #33):
 // TokenRequest through kube-apiservers that sign in process with a key file
-// and through one whose --service-account-signing-endpoint is rekey-agent
-// jwt-signer, and Sign calls made straight on the signer's socket beside
-// the same signature made in process.
+// and through two whose --service-account-signing-endpoint is rekey-agent
+// jwt-signer (one signer reaching signjwt through kube-apiserver's
+// aggregator, one straight at rekey-apiserver), and Sign calls made
+// straight on the signers' sockets beside the same signature made in
+// process.
 type satokenResult struct {
 	Clients int
 	Window  time.Duration
 	Rounds  int
 	// TokenRequest is per kube-apiserver: the ES256 key file, the
-	// endpoint, the cluster's RSA-2048 key file (satKeyFileES256, ...).
+	// endpoint through the aggregator, the cluster's RSA-2048 key file,
+	// the endpoint straight at rekey-apiserver (satKeyFileES256, ...).
 	TokenRequest []readResult
 	// Sign is per signer and number of callers (satSignEndpoint1, ...).
 	Sign []readResult
@@ -76,6 +82,7 @@ const (
 	satKeyFileES256 = iota
 	satEndpoint
 	satKeyFileRSA
+	satEndpointDirect
 )
 
 const (
@@ -83,17 +90,22 @@ const (
 	satSignInProcess1
 	satSignEndpointN
 	satSignInProcessN
+	satSignDirect1
+	satSignDirectN
 )
 
 // satokensBench runs the benchmark on a control plane of its own: etcd,
 // kube-apiserver A (the framework's: RSA-2048 key file, as kubeadm makes
 // sa.key; rekey-apiserver's and the signer's kube-apiserver) with
 // rekey-apiserver aggregated, and on the same etcd kube-apiserver B with an
-// ECDSA P-256 key file and kube-apiserver C with
+// ECDSA P-256 key file, kube-apiserver C with
 // --service-account-signing-endpoint on rekey-agent jwt-signer, which
-// signs through signjwt with the CA service-account-tokens (ECDSA P-256, Etcd key
-// store). Every server runs the whole time; the configurations take turns
-// in each round.
+// signs through signjwt with the CA service-account-tokens (ECDSA P-256,
+// Etcd key store) reached through A's aggregator, and kube-apiserver D,
+// the same but with a jwt-signer whose kubeconfig is rekey-apiserver's own
+// address and serving CA (rekey-apiserver authenticates its client
+// certificate with the delegated client CA, A's --client-ca-file). Every
+// server runs the whole time; the configurations take turns in each round.
 func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds int, window time.Duration) (*satokenResult, error) {
 	agentBin, err := framework.ReleaseBinaryPath("rekey-agent")
 	if err != nil {
@@ -123,11 +135,17 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 	if err := satokenAccount(ctx, admin); err != nil {
 		return nil, err
 	}
-	signer, err := startSATokenSigner(ctx, cluster, agentBin)
+	signer, err := startSATokenSigner(ctx, cluster, agentBin, satSigner, cluster.KubeAPIURL, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer signer.process.Stop(5 * time.Second)
+	rekeyURL := fmt.Sprintf("https://127.0.0.1:%d", cluster.RekeyPort)
+	direct, err := startSATokenSigner(ctx, cluster, agentBin, satSignerDirect, rekeyURL, cluster.RekeyServingCA.CertPEM())
+	if err != nil {
+		return nil, err
+	}
+	defer direct.process.Stop(5 * time.Second)
 
 	ecKey, ecKeyFile, ecPubFile, err := writeECKeyFiles(dir)
 	if err != nil {
@@ -148,6 +166,12 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 		return nil, err
 	}
 	defer endpoint.Stop()
+	fmt.Fprintln(os.Stderr, "satokens: starting kube-apiserver D (--service-account-signing-endpoint on a jwt-signer that reaches rekey-apiserver directly) on the same etcd")
+	endpointDirect, err := cluster.StartSecondKubeAPIServer("kube-apiserver-signing-endpoint-direct", direct.socket)
+	if err != nil {
+		return nil, err
+	}
+	defer endpointDirect.Stop()
 
 	ecKID, err := jwtkey.KeyID(&ecKey.PublicKey)
 	if err != nil {
@@ -162,12 +186,13 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 		client kubernetes.Interface
 		kid    string
 	}{
-		satKeyFileES256: {"kube-apiserver B: --service-account-signing-key-file, ECDSA P-256 (ES256), in process", tokenClient(keyFileES.AdminConfig), ecKID},
-		satEndpoint:     {"kube-apiserver C: --service-account-signing-endpoint → rekey-agent jwt-signer → signjwt on rekey-apiserver (ES256, Etcd key store)", tokenClient(endpoint.AdminConfig), kid},
-		satKeyFileRSA:   {"kube-apiserver A: --service-account-signing-key-file, RSA-2048 (RS256, kubeadm's default), in process", tokenClient(adminCfg), rsaKID},
+		satKeyFileES256:   {"kube-apiserver B: --service-account-signing-key-file, ECDSA P-256 (ES256), in process", tokenClient(keyFileES.AdminConfig), ecKID},
+		satEndpoint:       {"kube-apiserver C: --service-account-signing-endpoint → rekey-agent jwt-signer → signjwt on rekey-apiserver (ES256, Etcd key store)", tokenClient(endpoint.AdminConfig), kid},
+		satKeyFileRSA:     {"kube-apiserver A: --service-account-signing-key-file, RSA-2048 (RS256, kubeadm's default), in process", tokenClient(adminCfg), rsaKID},
+		satEndpointDirect: {"kube-apiserver D: --service-account-signing-endpoint → rekey-agent jwt-signer → signjwt on rekey-apiserver directly, not through A (ES256, Etcd key store)", tokenClient(endpointDirect.AdminConfig), kid},
 	}
 	// Each kube-apiserver signs with the key it should: a token through C
-	// carries the CA's kid, so its rounds measure rekey's path.
+	// or D carries the CA's kid, so their rounds measure rekey's paths.
 	for _, s := range servers {
 		if err := framework.EventuallyErr(time.Minute, func(ctx context.Context) error {
 			got, err := tokenKeyID(ctx, s.client)
@@ -188,6 +213,12 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 	}
 	defer func() { _ = conn.Close() }()
 	grpcSigner := externaljwtv1.NewExternalJWTSignerClient(conn)
+	connDirect, err := grpc.NewClient("unix://"+direct.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dialling the direct signer's socket: %w", err)
+	}
+	defer func() { _ = connDirect.Close() }()
+	grpcDirect := externaljwtv1.NewExternalJWTSignerClient(connDirect)
 	local, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -200,13 +231,14 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 	pids := func() map[string]int {
 		return map[string]int{
 			"kube-apiserver A": cluster.KubeAPIServer.Pid(), "kube-apiserver B": keyFileES.Process.Pid(), "kube-apiserver C": endpoint.Process.Pid(),
-			"rekey-apiserver": cluster.Rekey.Pid(), "jwt-signer": signer.process.Pid(), "etcd": cluster.Etcd.Pid(),
+			"kube-apiserver D": endpointDirect.Process.Pid(),
+			"rekey-apiserver":  cluster.Rekey.Pid(), "jwt-signer": signer.process.Pid(), "jwt-signer D": direct.process.Pid(), "etcd": cluster.Etcd.Pid(),
 			// The callers, and the signer of the in-process rows.
 			"bench": os.Getpid(),
 		}
 	}
 	res := &satokenResult{Clients: clients, Window: window, Rounds: rounds, KeyID: kid,
-		TokenRequest: make([]readResult, len(servers)), Sign: make([]readResult, 4)}
+		TokenRequest: make([]readResult, len(servers)), Sign: make([]readResult, 6)}
 	for i, s := range servers {
 		res.TokenRequest[i] = readResult{Name: s.name, CPU: map[string]float64{}}
 	}
@@ -219,6 +251,8 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 		satSignInProcess1: {"in process (jwtkey.Sign, ES256 key in memory: a key file's cost)", 1, localSign(local, localKID)},
 		satSignEndpointN:  {"jwt-signer's socket (gRPC Sign → signjwt)", clients, endpointSign(grpcSigner, kid)},
 		satSignInProcessN: {"in process (jwtkey.Sign, ES256 key in memory: a key file's cost)", clients, localSign(local, localKID)},
+		satSignDirect1:    {"direct jwt-signer's socket (gRPC Sign → signjwt on rekey-apiserver, not through A)", 1, endpointSign(grpcDirect, kid)},
+		satSignDirectN:    {"direct jwt-signer's socket (gRPC Sign → signjwt on rekey-apiserver, not through A)", clients, endpointSign(grpcDirect, kid)},
 	}
 	for i, s := range signs {
 		res.Sign[i] = readResult{Name: s.name, CPU: map[string]float64{}}
@@ -251,11 +285,11 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 				return err
 			})
 		}
-		// Sign on the socket and in process take turns too, one caller
-		// and then many.
-		for _, pair := range [][2]int{{satSignEndpoint1, satSignInProcess1}, {satSignEndpointN, satSignInProcessN}} {
-			for j := range pair {
-				idx := pair[turn(r, j, 2)]
+		// Sign on the two sockets and in process take turns too, one
+		// caller and then many.
+		for _, group := range [][3]int{{satSignEndpoint1, satSignInProcess1, satSignDirect1}, {satSignEndpointN, satSignInProcessN, satSignDirectN}} {
+			for j := range group {
+				idx := group[turn(r, j, len(group))]
 				s := signs[idx]
 				measure(&res.Sign[idx], s.callers, func(ctx context.Context) error { return s.sign(ctx, satClaims()) })
 			}
@@ -327,17 +361,34 @@ type satSignerProc struct {
 }
 
 // startSATokenSigner runs rekey-agent jwt-signer (the release build) as a
-// control-plane host runs it: a client-certificate user of its own bound to
-// rekey:jwt-signer, its kubeconfig at kube-apiserver A (the signer must be
-// up before the kube-apiserver that dials it starts). It reports no
+// control-plane host runs it: a client-certificate user of its own (name)
+// bound to rekey:jwt-signer, its kubeconfig at server, kube-apiserver A
+// (serverCA nil: A's serving CA) or rekey-apiserver itself (serverCA its
+// serving CA; the client certificate is of A's client CA, which
+// rekey-apiserver's delegated authentication trusts). The signer must be
+// up before the kube-apiserver that dials it starts. It reports no
 // TrustConsumer (--trust-consumer=): nothing rotates here, and reporting
 // is not on the Sign path. It waits until the signer wrote its cache and
 // listens.
-func startSATokenSigner(ctx context.Context, cluster *framework.Cluster, bin string) (*satSignerProc, error) {
-	user := "rekey:jwt-signer:" + satSigner
-	kubeconfig, err := cluster.UserKubeconfigAt(cluster.KubeAPIURL, user, "rekey:jwt-signers")
+func startSATokenSigner(ctx context.Context, cluster *framework.Cluster, bin, name, server string, serverCA []byte) (*satSignerProc, error) {
+	user := "rekey:jwt-signer:" + name
+	kubeconfig, err := cluster.UserKubeconfigAt(server, user, "rekey:jwt-signers")
 	if err != nil {
 		return nil, err
+	}
+	if serverCA != nil {
+		// UserKubeconfigAt trusts kube-apiserver's serving CA; rekey's
+		// is another.
+		kc, err := clientcmd.LoadFromFile(kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range kc.Clusters {
+			c.CertificateAuthority, c.CertificateAuthorityData = "", serverCA
+		}
+		if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", kubeconfig, err)
+		}
 	}
 	_, err = cluster.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench:" + user},
@@ -347,10 +398,10 @@ func startSATokenSigner(ctx context.Context, cluster *framework.Cluster, bin str
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("binding %s to %s: %w", user, framework.JWTSignerRole, err)
 	}
-	s := &satSignerProc{socket: filepath.Join(cluster.Dir, satSigner+".sock")}
-	cache := filepath.Join(cluster.Dir, satSigner+"-cache.json")
-	fmt.Fprintln(os.Stderr, "satokens: starting rekey-agent jwt-signer")
-	if s.process, err = framework.Start(cluster.Dir, satSigner, bin, "jwt-signer",
+	s := &satSignerProc{socket: filepath.Join(cluster.Dir, name+".sock")}
+	cache := filepath.Join(cluster.Dir, name+"-cache.json")
+	fmt.Fprintf(os.Stderr, "satokens: starting rekey-agent jwt-signer %s (kubeconfig at %s)\n", name, server)
+	if s.process, err = framework.Start(cluster.Dir, name, bin, "jwt-signer",
 		"--kubeconfig="+kubeconfig, "--certificate-authority="+satCA,
 		"--socket="+s.socket, "--cache-file="+cache, "--trust-consumer="); err != nil {
 		return nil, err
@@ -543,23 +594,25 @@ func satokensDir(dir string) string { return filepath.Join(dir, "satokens") }
 
 func renderSATokens(r *satokenResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nService-account tokens (issue #33): one etcd; kube-apiserver A (the cluster's: RSA-2048 key file, rekey-apiserver aggregated), B (ECDSA P-256 key file) and C (--service-account-signing-endpoint on rekey-agent jwt-signer, which forwards each Sign to rekey-apiserver's signjwt through A as a client-certificate user; CA %s, ECDSA P-256, Etcd key store, kid %s) on it. %d callers, closed loop (one call in flight each), %s windows after a second unmeasured, %d rounds taking turns (each round starts one configuration later, every other round backwards). The load generator runs on the same cores.\n\n",
+	fmt.Fprintf(&b, "\nService-account tokens (issue #33): one etcd; kube-apiserver A (the cluster's: RSA-2048 key file, rekey-apiserver aggregated), B (ECDSA P-256 key file), C (--service-account-signing-endpoint on rekey-agent jwt-signer, which forwards each Sign to rekey-apiserver's signjwt through A as a client-certificate user) and D (the same with a jwt-signer whose kubeconfig is rekey-apiserver's own address and serving CA, not A) on it; CA %s, ECDSA P-256, Etcd key store, kid %s. %d callers, closed loop (one call in flight each), %s windows after a second unmeasured, %d rounds taking turns (each round starts one configuration later, every other round backwards). The load generator runs on the same cores.\n\n",
 		satCA, r.KeyID, r.Clients, r.Window, r.Rounds)
 	fmt.Fprintf(&b, "TokenRequest (POST serviceaccounts/%s/token, expirationSeconds %d), %d callers:\n\n", satAccount, int64(satExpiration/time.Second), r.Clients)
-	fmt.Fprintln(&b, "| kube-apiserver | tokens | errors | tokens/s | per round | p50 | p99 | CPU ms / token: kube-apiserver A | B | C | rekey-apiserver | jwt-signer | etcd | all |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| kube-apiserver | tokens | errors | tokens/s | per round | p50 | p99 | CPU ms / token: kube-apiserver A | B | C | D | rekey-apiserver | jwt-signer (C's) | jwt-signer D | etcd | all |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, t := range r.TokenRequest {
-		renderSATokenRow(&b, t, []string{"kube-apiserver A", "kube-apiserver B", "kube-apiserver C", "rekey-apiserver", "jwt-signer", "etcd"})
+		renderSATokenRow(&b, t, []string{"kube-apiserver A", "kube-apiserver B", "kube-apiserver C", "kube-apiserver D", "rekey-apiserver", "jwt-signer", "jwt-signer D", "etcd"})
 	}
-	es, ep, rs := r.TokenRequest[satKeyFileES256], r.TokenRequest[satEndpoint], r.TokenRequest[satKeyFileRSA]
-	fmt.Fprintf(&b, "\nRatio endpoint (C) / ES256 key file (B): %s. Endpoint (C) / RSA-2048 key file (A): %s.\n", satRatios(ep, es), satRatios(ep, rs))
+	es, ep, rs, dr := r.TokenRequest[satKeyFileES256], r.TokenRequest[satEndpoint], r.TokenRequest[satKeyFileRSA], r.TokenRequest[satEndpointDirect]
+	fmt.Fprintf(&b, "\nRatio endpoint through A (C) / ES256 key file (B): %s. C / RSA-2048 key file (A): %s.\n", satRatios(ep, es), satRatios(ep, rs))
+	fmt.Fprintf(&b, "Ratio endpoint direct (D) / ES256 key file (B): %s. D / RSA-2048 key file (A): %s. D / C: %s.\n", satRatios(dr, es), satRatios(dr, rs), satRatios(dr, ep))
 
-	fmt.Fprintf(&b, "\nSign, called straight on the signer: the jwt-signer's socket (k8s.io/externaljwt v1 gRPC client, claims as kube-apiserver sends them; each answer checked to carry the CA's kid) beside the same ES256 signature in process (what a key file costs kube-apiserver per token):\n\n")
-	fmt.Fprintln(&b, "| signer | callers | signatures | errors | signatures/s | per round | p50 | p99 | CPU ms / signature: kube-apiserver A | rekey-apiserver | jwt-signer | etcd | bench process (callers; in process also the signer) |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for i, s := range r.Sign {
+	fmt.Fprintf(&b, "\nSign, called straight on the signers: each jwt-signer's socket (k8s.io/externaljwt v1 gRPC client, claims as kube-apiserver sends them; each answer checked to carry the CA's kid) beside the same ES256 signature in process (what a key file costs kube-apiserver per token):\n\n")
+	fmt.Fprintln(&b, "| signer | callers | signatures | errors | signatures/s | per round | p50 | p99 | CPU ms / signature: kube-apiserver A | rekey-apiserver | jwt-signer (C's) | jwt-signer D | etcd | bench process (callers; in process also the signer) |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, i := range []int{satSignEndpoint1, satSignDirect1, satSignInProcess1, satSignEndpointN, satSignDirectN, satSignInProcessN} {
+		s := r.Sign[i]
 		callers := 1
-		if i == satSignEndpointN || i == satSignInProcessN {
+		if i == satSignEndpointN || i == satSignInProcessN || i == satSignDirectN {
 			callers = r.Clients
 		}
 		l := sortedDurations(s.Lat)
@@ -573,11 +626,13 @@ func renderSATokens(r *satokenResult) string {
 			}
 			return fmt.Sprintf("%.3f", s.CPU[name]/float64(s.Requests)*1000)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, callers, s.Requests, s.Errors, s.rate(), strings.Join(per, ", "),
-			fineMS(percentile(l, 0.5)), fineMS(percentile(l, 0.99)), cpu("kube-apiserver A"), cpu("rekey-apiserver"), cpu("jwt-signer"), cpu("etcd"), cpu("bench"))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, callers, s.Requests, s.Errors, s.rate(), strings.Join(per, ", "),
+			fineMS(percentile(l, 0.5)), fineMS(percentile(l, 0.99)), cpu("kube-apiserver A"), cpu("rekey-apiserver"), cpu("jwt-signer"), cpu("jwt-signer D"), cpu("etcd"), cpu("bench"))
 	}
-	fmt.Fprintf(&b, "\nRatio socket / in process: one caller %s; %d callers %s.\n",
+	fmt.Fprintf(&b, "\nRatio socket through A / in process: one caller %s; %d callers %s.\n",
 		satRatios(r.Sign[satSignEndpoint1], r.Sign[satSignInProcess1]), r.Clients, satRatios(r.Sign[satSignEndpointN], r.Sign[satSignInProcessN]))
+	fmt.Fprintf(&b, "Ratio direct socket / socket through A: one caller %s; %d callers %s.\n",
+		satRatios(r.Sign[satSignDirect1], r.Sign[satSignEndpoint1]), r.Clients, satRatios(r.Sign[satSignDirectN], r.Sign[satSignEndpointN]))
 	return b.String()
 }
 
