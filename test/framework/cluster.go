@@ -241,13 +241,19 @@ func (c *Cluster) startKubeAPIServer(extraArgs []string) (*Process, error) {
 
 // waitKubeAPIServer waits for kube-apiserver's /readyz.
 func (c *Cluster) waitKubeAPIServer() error {
+	return waitReadyz("kube-apiserver", c.KubeAPIServer, c.Admin)
+}
+
+// waitReadyz waits for the /readyz of a kube-apiserver process (named
+// name in errors) through admin, and gives up at once if it exits.
+func waitReadyz(name string, p *Process, admin kubernetes.Interface) error {
 	if err := waitFor(120*time.Second, func() error {
-		if c.KubeAPIServer.Exited() {
-			return fmt.Errorf("kube-apiserver exited (%w):\n%s", errExited, c.KubeAPIServer.LogTail(4000))
+		if p.Exited() {
+			return fmt.Errorf("%s exited (%w):\n%s", name, errExited, p.LogTail(4000))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		body, err := c.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		body, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return err
 		}
@@ -256,7 +262,7 @@ func (c *Cluster) waitKubeAPIServer() error {
 		}
 		return nil
 	}); err != nil {
-		return fmt.Errorf("kube-apiserver not ready: %w\n%s", err, c.KubeAPIServer.LogTail(4000))
+		return fmt.Errorf("%s not ready: %w\n%s", name, err, p.LogTail(4000))
 	}
 	return nil
 }

@@ -115,23 +115,9 @@ func (c *Cluster) StartSecondKubeAPIServer(name, signingEndpoint string, extraAr
 	if s.Process, err = Start(c.Dir, name, c.kubeAPIServer, append(args, extraArgs...)...); err != nil {
 		return nil, err
 	}
-	if err := waitFor(120*time.Second, func() error {
-		if s.Process.Exited() {
-			return fmt.Errorf("%s exited (%w):\n%s", name, errExited, s.Process.LogTail(4000))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		body, err := s.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if string(body) != "ok" {
-			return fmt.Errorf("readyz: %s", body)
-		}
-		return nil
-	}); err != nil {
+	if err := waitReadyz(name, s.Process, s.Admin); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("%s not ready: %w\n%s", name, err, s.Process.LogTail(4000))
+		return nil, err
 	}
 	return s, nil
 }
