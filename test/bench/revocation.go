@@ -479,20 +479,32 @@ func revokeOne(ctx context.Context, rekey clientset.Interface, c certClient) (la
 // readLoad: every client makes the workload's requests back to back for
 // the window (closed loop, one request in flight per client).
 func readLoad(ctx context.Context, clients []certClient, workload readWorkload, window time.Duration) readResult {
+	return closedLoop(ctx, len(clients), window, func(ctx context.Context, i, k int) error {
+		if err := workload.read(ctx, clients[i].client, i, k); err != nil {
+			return fmt.Errorf("%s: %w", clients[i].user, err)
+		}
+		return nil
+	})
+}
+
+// closedLoop runs op back to back in callers goroutines for window (one
+// call in flight per caller); op gets its caller's index and how many
+// calls that caller made before.
+func closedLoop(ctx context.Context, callers int, window time.Duration, op func(ctx context.Context, caller, k int) error) readResult {
 	var errs atomic.Int64
-	lats := make([][]time.Duration, len(clients))
+	lats := make([][]time.Duration, callers)
 	start := time.Now()
 	end := start.Add(window)
 	var wg sync.WaitGroup
-	for i, c := range clients {
+	for i := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := 0; time.Now().Before(end); k++ {
 				t0 := time.Now()
-				if err := workload.read(ctx, c.client, i, k); err != nil {
+				if err := op(ctx, i, k); err != nil {
 					if errs.Add(1) == 1 {
-						fmt.Fprintf(os.Stderr, "  %s: %v\n", c.user, err)
+						fmt.Fprintf(os.Stderr, "  caller %d: %v\n", i, err)
 					}
 					continue
 				}

@@ -15,8 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -259,12 +257,12 @@ func satokensBench(ctx context.Context, dir, rekeyBin string, clients, rounds in
 	}
 	measure := func(t *readResult, callers int, op func(ctx context.Context) error) {
 		// A second first, not counted: connections and caches warm.
-		closedLoop(ctx, callers, time.Second, op)
+		closedLoop(ctx, callers, time.Second, func(ctx context.Context, _, _ int) error { return op(ctx) })
 		cpu0 := map[string]float64{}
 		for name, pid := range pids() {
 			cpu0[name] = cpuSeconds(pid)
 		}
-		round := closedLoop(ctx, callers, window, op)
+		round := closedLoop(ctx, callers, window, func(ctx context.Context, _, _ int) error { return op(ctx) })
 		for name, pid := range pids() {
 			t.CPU[name] += cpuSeconds(pid) - cpu0[name]
 		}
@@ -554,39 +552,6 @@ func localSign(key crypto.Signer, kid string) func(ctx context.Context, claims s
 		_, _, err := jwtkey.Sign(key, kid, claims)
 		return err
 	}
-}
-
-// closedLoop runs op back to back in callers goroutines for window (one
-// call in flight per caller).
-func closedLoop(ctx context.Context, callers int, window time.Duration, op func(ctx context.Context) error) readResult {
-	var errs atomic.Int64
-	lats := make([][]time.Duration, callers)
-	start := time.Now()
-	end := start.Add(window)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				if err := op(ctx); err != nil {
-					if errs.Add(1) == 1 {
-						fmt.Fprintf(os.Stderr, "  caller %d: %v\n", i, err)
-					}
-					continue
-				}
-				lats[i] = append(lats[i], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	r := readResult{Elapsed: time.Since(start), Errors: int(errs.Load())}
-	for _, l := range lats {
-		r.Requests += len(l)
-		r.Lat = append(r.Lat, l...)
-	}
-	return r
 }
 
 // satokensDir is where the benchmark's control plane lives.
