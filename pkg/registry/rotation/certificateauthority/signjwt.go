@@ -53,9 +53,10 @@ var _ CAKeys = &authority.Authorities{}
 // may create this subresource can mint any service-account token the
 // issuer's verifiers accept (ClusterRole rekey:jwt-signer).
 type SignJWTREST struct {
-	cas   rest.Getter
-	keys  CAKeys
-	clock clock.PassiveClock
+	cas    rest.Getter
+	keys   CAKeys
+	clock  clock.PassiveClock
+	quorum *quorumReads
 }
 
 var (
@@ -68,7 +69,7 @@ var (
 // authority.Authorities.
 func NewSignJWTREST(cas rest.Getter, keys CAKeys, clk clock.PassiveClock) *SignJWTREST {
 	registerSignJWTMetrics()
-	return &SignJWTREST{cas: cas, keys: keys, clock: clk}
+	return &SignJWTREST{cas: cas, keys: keys, clock: clk, quorum: newQuorumReads(cas, clk)}
 }
 
 // New returns the request kind.
@@ -103,8 +104,8 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 	// From the watch cache, not a quorum read of etcd per token: what is
 	// read here (purpose, maxTokenExpiration, issuer) is immutable, and the
 	// key that signs comes from the binding, not from this object; status
-	// only vetoes a key the cache still holds after a promotion
-	// (statusLetsSign says why this read is fresh enough for that).
+	// only vetoes a key the cache still holds after a promotion, and
+	// keyJudge bounds how stale the status it is judged by may be.
 	stored, err := r.cas.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
@@ -128,14 +129,32 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 		signaturesTotal.WithLabelValues(name, "", signResultUnavailable).Inc()
 		return nil, apierrors.NewServiceUnavailable(err.Error())
 	}
+	// The quorum view is taken after the watch-cache read returned, so
+	// that a quorum read begun later is known to be at least as fresh.
+	judge := &keyJudge{quorum: r.quorum, name: name, watch: ca, view: r.quorum.last(name), now: r.clock.Now()}
+	judge.watchMark = judge.view.started
 	auth, err := r.keys.Get(ctx, name)
-	if err == nil && !statusLetsSign(ca, auth) {
-		// The cache answered a key the CA's status does not let sign: it
-		// was filled before the promotion, and this replica's informer
-		// (which says when to read the binding again) has not seen it yet.
-		// The binding is the truth: read it once more.
-		r.keys.Forget(name)
-		if auth, err = r.keys.Get(ctx, name); err == nil && !statusLetsSign(ca, auth) {
+	if err == nil {
+		lets, jerr := judge.lets(ctx, auth)
+		if jerr == nil && !lets {
+			// The cache answered a key the CA's status does not let sign:
+			// it was filled before the promotion, and this replica's
+			// informer (which says when to read the binding again) has not
+			// seen it yet. The binding is the truth: read it once more.
+			r.keys.Forget(name)
+			if auth, err = r.keys.Get(ctx, name); err == nil {
+				lets, jerr = judge.lets(ctx, auth)
+			}
+		}
+		if jerr != nil {
+			signaturesTotal.WithLabelValues(name, "", signResultUnavailable).Inc()
+			if apierrors.IsNotFound(jerr) {
+				return nil, jerr
+			}
+			logger.Error(jerr, "Not signing a service-account token: the CertificateAuthority could not be read from etcd to confirm the key")
+			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("CertificateAuthority %q: this replica could not confirm its current key (a quorum read failed); retry", name))
+		}
+		if err == nil && !lets {
 			signaturesTotal.WithLabelValues(name, "", signResultUnavailable).Inc()
 			logger.Info("Not signing a service-account token with a key the CertificateAuthority does not let sign; its status and this replica's key cache disagree",
 				"fingerprint", signing.Fingerprint(auth.Cert), "uid", auth.UID)
@@ -167,27 +186,78 @@ func (r *SignJWTREST) Create(ctx context.Context, name string, obj runtime.Objec
 	return &rotation.JWTSignRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Header: hdr, Signature: sig, KeyID: kid}, nil
 }
 
-// statusLetsSign says whether auth, the key the Authorities cache answered,
-// may sign for ca as this replica's watch cache shows it: the same object
-// (UID) and the key status.current or status.next names, never the one
-// status.previous names.
+// keyJudge decides, for one signjwt request, whether a key may sign,
+// judged by the CertificateAuthority's status as two reads show it: the
+// watch cache's (read per token, free) and this replica's last quorum read
+// (from etcd, made at most every quorumReadEvery per CA, shared by the
+// requests waiting for it).
 //
 // Why this bounds the previous key's tokens (status.previous.
 // tokensExpireTime = Prepared + maxTokenExpiration + jwtkey.
 // TokenExpiryLeeway): the controller promotes the new key in the binding
 // first and then writes status Prepared (previous = the old key) in one
 // update whose lastInitiationFinishedTime is taken before the promotion.
-// The old key signs here only while the watch cache this object was read
-// from (resourceVersion 0) has not yet seen that update; once it has, the
-// old key is refused whatever the key cache holds. So the old key signs
-// for at most the time from lastInitiationFinishedTime to that update
-// reaching this replica's watch cache (normally well under a second; the
-// informer that refreshes the key cache is fed from behind it), which
-// jwtkey.ReplicaLag budgets. A quorum read per token would narrow it to
-// the commit itself, at a round trip to etcd per token.
-// status.next is allowed for the same lag the other way: the binding
+// The old key signs only while every view it is judged by predates that
+// update. The watch cache alone may lag without bound (a stalled watch
+// with etcd still reachable), so a key signs only if a quorum read begun
+// less than quorumReadEvery ago lets it too: once Prepared is committed,
+// the first request after the last read's start + quorumReadEvery reads
+// again and sees it. The old key therefore signs for at most
+// quorumReadEvery + one quorum read (quorumReadTimeout) after the update
+// is committed, within jwtkey.ReplicaLag, whatever the watch cache shows;
+// normally the watch cache sees Prepared well within a second. A failed
+// quorum read refuses (503): nothing signs on a view older than the
+// bound. When the two views disagree, neither is known to be the fresher
+// (resourceVersions are not ordered for clients), so a quorum read begun
+// after the watch-cache read decides.
+type keyJudge struct {
+	quorum *quorumReads
+	name   string
+	watch  *rotation.CertificateAuthority
+	view   quorumView
+	// watchMark is the count of quorum reads started when the watch-cache
+	// read had returned: a read numbered above it is at least as fresh.
+	watchMark uint64
+	now       time.Time
+}
+
+// lets says whether auth may sign; an error when a quorum read it needed
+// failed.
+func (j *keyJudge) lets(ctx context.Context, auth *authority.Authority) (bool, error) {
+	w := statusLetsSign(j.watch, auth)
+	if j.view.ca == nil || j.now.Sub(j.view.readAt) >= quorumReadEvery {
+		// Too old to bound anything: read again, or share the read in
+		// progress.
+		if err := j.read(ctx, j.view.gen); err != nil {
+			return false, err
+		}
+	}
+	q := statusLetsSign(j.view.ca, auth)
+	if q == w || j.view.gen > j.watchMark {
+		return q, nil
+	}
+	if err := j.read(ctx, j.watchMark); err != nil {
+		return false, err
+	}
+	return statusLetsSign(j.view.ca, auth), nil
+}
+
+func (j *keyJudge) read(ctx context.Context, after uint64) error {
+	v, err := j.quorum.fresh(ctx, j.name, after)
+	if err != nil {
+		return err
+	}
+	j.view = v
+	return nil
+}
+
+// statusLetsSign says whether auth, the key the Authorities cache answered,
+// may sign for ca as one read shows it: the same object (UID) and the key
+// status.current or status.next names, never the one status.previous
+// names (keyJudge says how stale ca may be).
+// status.next is allowed for the lag the other way: the binding
 // promoted it (Authorities never answers a binding's next key) before the
-// watch cache saw Prepared; it is trusted, and jwt-signer serves it.
+// reads saw Prepared; it is trusted, and jwt-signer serves it.
 // Any other key (a status several rotations behind, a CA deleted and
 // created again) is refused: jwt-signer serves only keys status names.
 func statusLetsSign(ca *rotation.CertificateAuthority, auth *authority.Authority) bool {
