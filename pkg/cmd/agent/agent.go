@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -390,7 +391,10 @@ var hostname = os.Hostname
 
 // defaultTrustConsumer is jwt-signer's --trust-consumer default:
 // kube-apiserver-jwt.<host name>, lowercased; an error when the host name
-// is unknown, or one that does not tell hosts apart (localhost).
+// is unknown, one that does not tell hosts apart (localhost), or one that
+// does not make a TrustConsumer name (a DNS subdomain: no '_', no trailing
+// '.', at most 253 bytes), which could never be registered, so that no
+// rotation would wait for this kube-apiserver.
 func defaultTrustConsumer() (string, error) {
 	host, err := hostname()
 	if err != nil {
@@ -403,7 +407,11 @@ func defaultTrustConsumer() (string, error) {
 	case "localhost", "localhost.localdomain":
 		return "", fmt.Errorf("the host name %q does not tell hosts apart", host)
 	}
-	return jwtsigner.ConsumerPrefix + host, nil
+	name := jwtsigner.ConsumerPrefix + host
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", fmt.Errorf("the host name %q gives %q, not a DNS subdomain (%s)", host, name, strings.Join(msgs, "; "))
+	}
+	return name, nil
 }
 
 func newJWTSignerCommand() *cobra.Command {
@@ -511,7 +519,7 @@ token signed.`,
 	fs.StringVar(&socketMode, "socket-mode", "0600", "the socket file's mode, in octal (0600: only the signer's user, which kube-apiserver must then run as); not used for an abstract socket. A mode that lets group or others connect is logged as a warning")
 	fs.UintSliceVar(&allowedUIDs, "allowed-uids", nil, "the uids whose processes are served (the kernel's SO_PEERCRED of each connection, comma-separated); any other caller is refused PermissionDenied. Empty: the signer's own uid and 0")
 	fs.StringVar(&o.CacheFile, "cache-file", o.CacheFile, "where the public keys served are kept (JSON, mode 0644), so that they are served at the next start before rekey-apiserver can be reached")
-	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default; without a host name that tells hosts apart, jwt-signer does not start unless this is given); --trust-consumer=\"\": report nothing, and rotations of the CA do not wait for this kube-apiserver")
+	fs.StringVar(&o.TrustConsumer, "trust-consumer", o.TrustConsumer, "the TrustConsumer that jwt-signer registers and reports the keys kube-apiserver fetched as (kube-apiserver-jwt.<host name> by default; without a host name that tells hosts apart and makes a DNS subdomain, jwt-signer does not start unless this is given); --trust-consumer=\"\": report nothing, and rotations of the CA do not wait for this kube-apiserver")
 	fs.DurationVar(&o.RefreshHint, "refresh-hint", o.RefreshHint, "how often kube-apiserver is told to fetch the keys again (whole seconds); a rotation's new key reaches it within this long")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", "", "serve /metrics here (host:port); empty: no metrics endpoint")
 	return cmd

@@ -210,7 +210,8 @@ func TestJWTSignerHelp(t *testing.T) {
 }
 
 // jwt-signer does not start when the default TrustConsumer name cannot be
-// told (no host name, or one every container shares): the gate for its
+// told (no host name, one every container shares, or one that does not
+// make a valid TrustConsumer name, REVIEW33b finding D): the gate for its
 // kube-apiserver would silently be absent, or shared. --trust-consumer=""
 // is the explicit way to report nothing.
 func TestJWTSignerDefaultConsumerNeedsAHostName(t *testing.T) {
@@ -222,9 +223,17 @@ func TestJWTSignerDefaultConsumerNeedsAHostName(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no host name":            {func() (string, error) { return "", errors.New("uname failed") }, nil, `--trust-consumer: the default`},
-		"empty host name":         {func() (string, error) { return "", nil }, nil, `--trust-consumer: the default`},
-		"localhost":               {func() (string, error) { return "localhost", nil }, nil, `--trust-consumer: the default`},
+		"no host name":    {func() (string, error) { return "", errors.New("uname failed") }, nil, `--trust-consumer: the default`},
+		"empty host name": {func() (string, error) { return "", nil }, nil, `--trust-consumer: the default`},
+		"localhost":       {func() (string, error) { return "localhost", nil }, nil, `--trust-consumer: the default`},
+		"underscore":      {func() (string, error) { return "cp_1", nil }, nil, `--trust-consumer: the default, kube-apiserver-jwt.<host name>, cannot be made: the host name "cp_1" gives "kube-apiserver-jwt.cp_1", not a DNS subdomain`},
+		"trailing dot":    {func() (string, error) { return "cp-1.example.", nil }, nil, `--trust-consumer: the default, kube-apiserver-jwt.<host name>, cannot be made: the host name "cp-1.example."`},
+		"too long": {func() (string, error) {
+			return strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 45), nil
+		}, nil, `--trust-consumer: the default`},
+		"underscore, explicit":    {func() (string, error) { return "cp_1", nil }, []string{"--trust-consumer", "kube-apiserver-jwt.cp-1"}, "--kubeconfig"},
+		"underscore, opted out":   {func() (string, error) { return "cp_1", nil }, []string{"--trust-consumer="}, "--kubeconfig"},
+		"explicit, not a name":    {func() (string, error) { return "cp-1", nil }, []string{"--trust-consumer", "kube-apiserver-jwt.cp_1"}, `--trust-consumer "kube-apiserver-jwt.cp_1" is not a valid TrustConsumer name`},
 		"no host name, explicit":  {func() (string, error) { return "", errors.New("uname failed") }, []string{"--trust-consumer", "kube-apiserver-jwt.cp-1"}, "--kubeconfig"},
 		"no host name, opted out": {func() (string, error) { return "", errors.New("uname failed") }, []string{"--trust-consumer="}, "--kubeconfig"},
 		"host name":               {func() (string, error) { return "CP-1", nil }, nil, "--kubeconfig"},
