@@ -72,9 +72,10 @@ const (
 	// validator uses.
 	VerifierLeeway = time.Minute
 	// ReplicaLag is how long after the rotation becomes Prepared a
-	// rekey-apiserver replica may still sign with the previous key: from
-	// the promotion in the binding until that replica's watch cache shows
-	// the Prepared status, after which signjwt refuses the previous key.
+	// rekey-apiserver replica may still sign with the previous key: until
+	// that replica sees Prepared, in its watch cache or in a quorum read
+	// of the CA at most ReplicaLag/2 old (signjwt's keyJudge), after which
+	// signjwt refuses the previous key.
 	ReplicaLag = time.Minute
 	// TokenExpiryLeeway is how long after Prepared + maxTokenExpiration a
 	// token of the previous key may still be accepted: signed up to

@@ -39,8 +39,9 @@ func maxTokenExpiration(ca *rotationv1alpha1.CertificateAuthority) time.Duration
 // stopped signing about when the rotation became Prepared
 // (lastInitiationFinishedTime, taken at the start of the step that
 // promotes and rounded up to the second; signjwt refuses the previous key
-// once a replica's watch cache shows Prepared, which jwtkey.ReplicaLag
-// within TokenExpiryLeeway covers), and signed no token living longer than
+// once a replica sees Prepared, in its watch cache or in a quorum read at
+// most ReplicaLag/2 old, which jwtkey.ReplicaLag within TokenExpiryLeeway
+// covers), and signed no token living longer than
 // maxTokenExpiration. Both are derived from status and spec alone, so
 // every sync writes the same.
 func describeTokenKeys(ca *rotationv1alpha1.CertificateAuthority, status *rotationv1alpha1.CertificateAuthorityStatus) error {
