@@ -7,6 +7,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	certv1alpha1 "rekey.io/rekey/pkg/apis/certificates/v1alpha1"
 	rotationv1alpha1 "rekey.io/rekey/pkg/apis/rotation/v1alpha1"
@@ -71,13 +72,18 @@ func TestSignerCannotBorrowACA(t *testing.T) {
 	_, err = signers.Create(ctx, signerObject("other.example.com/app", "team-ca"), metav1.CreateOptions{})
 	requireForbidden(t, err, `"sign"`, "other.example.com/app")
 
-	// An update is checked again.
-	s, err := signers.Get(ctx, "team.example.com:app", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Policy.MaxDuration = metav1.Duration{Duration: 12 * time.Hour}
-	if _, err := signers.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	// An update is checked again. The signer controller writes the new
+	// Signer's status meanwhile, so a read-modify-write may meet a newer
+	// resourceVersion: retry on conflict, as any client does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := signers.Get(ctx, "team.example.com:app", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Policy.MaxDuration = metav1.Duration{Duration: 12 * time.Hour}
+		_, err = signers.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("updating the team's own Signer: %v", err)
 	}
 }
