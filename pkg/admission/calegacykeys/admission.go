@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/admission/caauthz"
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/jwtkey"
 )
@@ -145,16 +146,7 @@ func keyID(k rotation.LegacyPublicKey) (string, bool) {
 // on the CA. An authorizer error refuses too: such a key lets its holder
 // in as any service account.
 func (p *Plugin) requireSignJWT(ctx context.Context, a admission.Attributes, u user.Info, ca, what string) error {
-	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User:            u,
-		Verb:            "create",
-		APIGroup:        rotation.GroupName,
-		APIVersion:      "*",
-		Resource:        "certificateauthorities",
-		Subresource:     "signjwt",
-		Name:            ca,
-		ResourceRequest: true,
-	})
+	decision, err := caauthz.Authorize(ctx, p.authorizer, u, "create", caauthz.SubresourceSignJWT, ca)
 	if decision == authorizer.DecisionAllow {
 		return nil
 	}

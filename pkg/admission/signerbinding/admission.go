@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/admission/caauthz"
 	"rekey.io/rekey/pkg/admission/rekeyinit"
 	"rekey.io/rekey/pkg/apis/certificates"
 	"rekey.io/rekey/pkg/apis/rotation"
@@ -107,10 +108,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return admission.NewForbidden(a, fmt.Errorf("a Signer makes rekey sign for its signer name: %s", signerauthz.ForbiddenMessage(u, signerauthz.VerbSign, s.Spec.SignerName)))
 	}
 	caName := s.Spec.CertificateAuthorityRef.Name
-	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User: u, Verb: VerbUse, APIGroup: rotation.GroupName, APIVersion: "*",
-		Resource: "certificateauthorities", Name: caName, ResourceRequest: true,
-	})
+	decision, err := caauthz.Authorize(ctx, p.authorizer, u, VerbUse, "", caName)
 	if decision != authorizer.DecisionAllow {
 		p.logError(ctx, err, u.GetName())
 		return admission.NewForbidden(a, fmt.Errorf(

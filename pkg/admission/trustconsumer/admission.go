@@ -35,6 +35,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/admission/caauthz"
 	"rekey.io/rekey/pkg/admission/rekeyinit"
 	"rekey.io/rekey/pkg/apis/rotation"
 	"rekey.io/rekey/pkg/nodeuser"
@@ -177,16 +178,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 // kube-apiserver-jwt.<host> consumer may name. An authorizer error or a
 // CA that cannot be read refuses too.
 func (p *Plugin) requireSigner(ctx context.Context, a admission.Attributes, u user.Info, consumer, name string) error {
-	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User:            u,
-		Verb:            "create",
-		APIGroup:        rotation.GroupName,
-		APIVersion:      "*",
-		Resource:        "certificateauthorities",
-		Subresource:     "signjwt",
-		Name:            name,
-		ResourceRequest: true,
-	})
+	decision, err := caauthz.Authorize(ctx, p.authorizer, u, "create", caauthz.SubresourceSignJWT, name)
 	if decision != authorizer.DecisionAllow {
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Signjwt authorization check failed", "plugin", PluginName, "user", u.GetName(), "certificateAuthority", name)
@@ -242,15 +234,7 @@ func finishingDeletion(tc, old *rotation.TrustConsumer, sub string) bool {
 // refuses too: a consumer holds rotations, so it is never let through on
 // a failed check.
 func (p *Plugin) requireTrust(ctx context.Context, a admission.Attributes, u user.Info, consumer, ca string) error {
-	decision, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User:            u,
-		Verb:            VerbTrust,
-		APIGroup:        rotation.GroupName,
-		APIVersion:      "*",
-		Resource:        "certificateauthorities",
-		Name:            ca,
-		ResourceRequest: true,
-	})
+	decision, err := caauthz.Authorize(ctx, p.authorizer, u, VerbTrust, "", ca)
 	if decision == authorizer.DecisionAllow {
 		return nil
 	}
