@@ -16,6 +16,7 @@ import (
 	"rekey.io/rekey/pkg/controller/publisher"
 	clientset "rekey.io/rekey/pkg/generated/clientset/versioned"
 	informers "rekey.io/rekey/pkg/generated/informers/externalversions"
+	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/servingcert"
 )
 
@@ -33,6 +34,16 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 	// does for its loopback client). The generated clients speak protobuf.
 	cfg.QPS, cfg.Burst = 5000, 10000
 	cfg.DisableCompression = true
+	// With leader election, every write the controllers send checks, when
+	// it is sent, that this replica still leads by its lease deadline: a
+	// replica stopped past its lease and resumed must not write as a
+	// leader while its goroutines have not yet seen the lease go.
+	var fence *leaderelection.Fence
+	if c.ExtraConfig.Controllers.LeaderElect {
+		leaderelection.RegisterMetrics()
+		fence = leaderelection.NewFence()
+		cfg.Wrap(fence.WrapTransport)
+	}
 	client, err := clientset.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating the controllers' client: %w", err)
@@ -46,13 +57,26 @@ func (c completedConfig) installControllers(s *Server, auth *authority.Service, 
 		Revocations:   revocationInformer(replica),
 		Etcd:          s.etcd,
 		PrivatePrefix: c.ExtraConfig.Etcd.PrivatePrefix,
+		Fence:         fence,
 		// The controllers wait and requeue on it, so it is a real clock
 		// (ExtraConfig.Clock only stamps condition times).
 		Clock: clock.RealClock{},
 	}
 	if host != nil {
 		deps.Kube, deps.Cluster, deps.Published = host.kube, host.cluster, host.published
+		if fence != nil {
+			// The request path shares host.kube; the controllers get a
+			// client of their own whose writes the fence checks.
+			kubeConfig := rest.CopyConfig(c.ExtraConfig.KubeConfig)
+			kubeConfig.Wrap(fence.WrapTransport)
+			if deps.Kube, err = kubernetes.NewForConfig(kubeConfig); err != nil {
+				return fmt.Errorf("creating the controllers' host cluster client: %w", err)
+			}
+		}
 		publisherConfig := rest.AddUserAgent(rest.CopyConfig(c.ExtraConfig.KubeConfig), publisher.UserAgent)
+		if fence != nil {
+			publisherConfig.Wrap(fence.WrapTransport)
+		}
 		if deps.PublisherKube, err = kubernetes.NewForConfig(publisherConfig); err != nil {
 			return fmt.Errorf("creating the publisher's host cluster client: %w", err)
 		}

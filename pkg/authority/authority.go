@@ -57,6 +57,10 @@ func (k *KeyStores) For(ks rotationv1alpha1.KeyStore) (signing.KeyStore, error) 
 	}
 }
 
+// fileKeyIDPrefix starts the key ID of a File CA's key, followed by its
+// certificate's fingerprint: such a key has no binding.
+const fileKeyIDPrefix = "file:"
+
 // Authority is a CA ready to sign.
 type Authority struct {
 	Name   string
@@ -176,7 +180,7 @@ func (a *Authorities) fromFiles(ca *rotationv1alpha1.CertificateAuthority) (*Aut
 	if err != nil {
 		return nil, err
 	}
-	return &Authority{Name: ca.Name, UID: string(ca.UID), KeyID: "file:" + signing.Fingerprint(cert), Cert: cert, Signer: signer}, nil
+	return &Authority{Name: ca.Name, UID: string(ca.UID), KeyID: fileKeyIDPrefix + signing.Fingerprint(cert), Cert: cert, Signer: signer}, nil
 }
 
 // ParseCertificatePEM parses a published CA certificate: exactly one

@@ -36,7 +36,7 @@ func (a *Authorities) KeyIDs(name string) (current, previous string, err error) 
 		return "", "", fmt.Errorf("CertificateAuthority %q has no key yet: %w", name, ErrNoSuchKey)
 	}
 	if ca.Spec.KeyStore.Type == rotationv1alpha1.KeyStoreFile {
-		return "file:" + cur.Fingerprint, "", nil
+		return fileKeyIDPrefix + cur.Fingerprint, "", nil
 	}
 	current = cur.KeyID
 	if prev != nil {

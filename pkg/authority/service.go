@@ -61,7 +61,22 @@ var _ Records = &issuance.Recorder{}
 
 // NewService builds the service; it starts nothing (the recorder and the
 // informer behind CAs are started by whoever made them).
+//
+// When the records are an issuance.Recorder and the bindings are in etcd
+// (cabinding.EtcdStore), every record is written on the condition that its
+// CA key is still live in etcd (bound, and for an Etcd key stored): a
+// replica whose view of a CA is stale cannot publish a certificate of a key
+// a completed rotation destroyed.
 func NewService(cfg Config) *Service {
+	if rec, ok := cfg.Records.(interface{ SetKeyGuard(issuance.KeyGuard) }); ok {
+		if bindings, ok := cfg.Bindings.(bindingGuard); ok {
+			var keys storedKeyGuard
+			if cfg.Stores != nil {
+				keys, _ = cfg.Stores.Etcd.(storedKeyGuard)
+			}
+			rec.SetKeyGuard(newKeyGuard(bindings, keys, cfg.CAs))
+		}
+	}
 	authorities := NewAuthorities(cfg.CAs, cfg.Stores, cfg.Bindings)
 	return &Service{
 		Stores:      cfg.Stores,

@@ -214,8 +214,18 @@ func (s *Signing) issue(ctx context.Context, signer *certv1alpha1.Signer, r issu
 		Serial: serial, CSRName: r.name, CSRUID: r.uid, Requester: requester, Subject: cert.Subject.String(), Holder: Holder(cert),
 		SignerName: signerName, CAName: auth.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter, SHA256: issuance.SHA256(cert),
 	}); err != nil {
-		signingErrors.WithLabelValues(signerName, "record").Inc()
 		requestsTotal.WithLabelValues(signerName, "error", path).Inc()
+		if errors.Is(err, issuance.ErrKeyRetired) {
+			// This replica's view of the CA is stale: a completed rotation
+			// retired the key it signed with. Nothing is published; the
+			// binding is read again for the next request.
+			signingErrors.WithLabelValues(signerName, "key_retired").Inc()
+			s.Authorities.Forget(auth.Name)
+			klog.FromContext(ctx).Info("Refused to issue a certificate signed by a retired CA key; its record was not written and it is not published",
+				"csr", r.name, "signerName", signerName, "ca", auth.Name, "keyID", auth.KeyID, "serial", serial, "path", path)
+			return Signed{}, fmt.Errorf("signer %s: %w", signerName, err)
+		}
+		signingErrors.WithLabelValues(signerName, "record").Inc()
 		return Signed{}, err
 	}
 	requestsTotal.WithLabelValues(signerName, "issued", path).Inc()

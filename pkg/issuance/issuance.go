@@ -19,10 +19,13 @@ import (
 	"math/big"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"rekey.io/rekey/pkg/leaderelection"
 )
 
 // Record is one issued certificate.
@@ -56,7 +59,8 @@ type Record struct {
 // etcd allows 128 operations per transaction by default, and a write batch
 // puts, per record, the record and its SHA-256 index key, and one revision
 // key per CA it holds (at most 3*maxBatch = 120); a prune deletes the
-// record and its index key (2*maxBatch).
+// record and its index key (2*maxBatch). A guarded write's comparisons,
+// at most two per CA key (KeyGuard), count apart from its operations.
 const maxBatch = 40
 
 // DefaultPageSize is how many records one read returns: about 250 KB of
@@ -77,6 +81,9 @@ type Recorder struct {
 	// records: its mod revision says whether the CA's records changed.
 	revPrefix string
 	queue     chan *pending
+	// guard, when set, conditions each record on its CA key being live
+	// (SetKeyGuard).
+	guard atomic.Pointer[guardBox]
 	// stopped is closed when the flush loop has ended: a Record from then
 	// on fails at once instead of waiting for its caller's deadline.
 	stopped chan struct{}
@@ -88,10 +95,17 @@ type Recorder struct {
 type pending struct {
 	key, value string
 	caName     string
+	keyID      string
 	// fpKey is the SHA-256 index key ("" for a record without SHA256).
 	fpKey string
 	done  chan error
 }
+
+// ErrKeyRetired: the CA key that signed a record's certificate is no
+// longer live in etcd (a completed rotation destroyed it or dropped it
+// from its CA's binding), so the record is refused and the certificate
+// must not be published.
+var ErrKeyRetired = errors.New("the CA key that signed is retired (a completed rotation destroyed it)")
 
 // ErrStopped: the Recorder's context ended; nothing more is recorded.
 var ErrStopped = errors.New("the issuance recorder has stopped")
@@ -114,7 +128,7 @@ func (r *Recorder) Record(ctx context.Context, rec Record) error {
 	if err != nil {
 		return err
 	}
-	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), caName: rec.CAName, done: make(chan error, 1)}
+	p := &pending{key: path.Join(r.prefix, rec.CAName, rec.Serial), value: string(data), caName: rec.CAName, keyID: rec.CAKeyID, done: make(chan error, 1)}
 	if rec.SHA256 != "" {
 		p.fpKey = r.fpKey(rec.SHA256)
 	}
@@ -163,29 +177,125 @@ func (r *Recorder) flushLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		// Two puts per record (the record, its SHA-256 index key) and one
-		// per CA in the batch (at most 3*maxBatch operations): a CA's
-		// revision key and a record's index key change in the same
-		// transaction as the record, never apart from it.
-		ops := make([]clientv3.Op, 0, 3*len(batch))
-		cas := map[string]bool{}
-		for _, p := range batch {
-			ops = append(ops, clientv3.OpPut(p.key, p.value))
-			if p.fpKey != "" {
-				ops = append(ops, clientv3.OpPut(p.fpKey, strings.TrimPrefix(p.key, r.prefix+"/")))
-			}
-			if !cas[p.caName] {
-				cas[p.caName] = true
-				ops = append(ops, clientv3.OpPut(path.Join(r.revPrefix, p.caName), ""))
+		r.commit(batch)
+	}
+}
+
+// KeyGuard conditions records on their CA key being live: the record is
+// the one thing written before a certificate is published, so a replica
+// whose view of a CA is stale (it slept, its informer lags) and that
+// records a signature after a completed rotation retired the key gets no
+// record and publishes nothing. The key is checked when the record is
+// written, not when the certificate is published: a certificate recorded
+// while the key was live and published (by a separate write) after the
+// rotation completed is not stopped here.
+type KeyGuard interface {
+	// Guard returns etcd comparisons that hold while key keyID of CA
+	// caName is live (bound to the CA and not destroyed), as etcd holds it
+	// now or, unless fresh, as it was last read: the record is written in a
+	// transaction under them, and they are read again (fresh) when it
+	// fails. It returns an error wrapping ErrKeyRetired when the key is not
+	// live, and no comparisons for a key no rotation retires.
+	Guard(ctx context.Context, caName, keyID string, fresh bool) ([]clientv3.Cmp, error)
+}
+
+type guardBox struct{ g KeyGuard }
+
+// SetKeyGuard makes every record written from now on conditional on its
+// CA key being live (KeyGuard); a record of a retired key fails with
+// ErrKeyRetired, and the others of its batch are written.
+func (r *Recorder) SetKeyGuard(g KeyGuard) {
+	if g == nil {
+		r.guard.Store(nil)
+		return
+	}
+	r.guard.Store(&guardBox{g: g})
+}
+
+// maxGuardAttempts bounds how often a batch is written again after its
+// guard's comparisons failed: each failure reads the keys' state afresh,
+// and only a binding that changes again between the read and the write
+// (a rotation step at that instant) fails a second time.
+const maxGuardAttempts = 3
+
+// commit writes one batch and answers each of its records. With a guard,
+// the transaction is conditioned on every record's CA key being live; when
+// the condition fails, the keys are read again, the records of retired
+// keys fail with ErrKeyRetired and the rest are written again.
+func (r *Recorder) commit(batch []*pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var guard KeyGuard
+	if b := r.guard.Load(); b != nil {
+		guard = b.g
+	}
+	for attempt := 1; ; attempt++ {
+		var cmps []clientv3.Cmp
+		if guard != nil {
+			cmps, batch = r.guarded(ctx, guard, batch, attempt > 1)
+			if len(batch) == 0 {
+				return
 			}
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := r.client.Txn(wctx).Then(ops...).Commit()
-		cancel()
+		resp, err := r.client.Txn(ctx).If(cmps...).Then(r.ops(batch)...).Commit()
+		if err == nil && !resp.Succeeded {
+			if attempt < maxGuardAttempts {
+				continue
+			}
+			err = errors.New("the CA key bindings kept changing while the records were written; try again")
+		}
 		for _, p := range batch {
 			p.done <- err
 		}
+		return
 	}
+}
+
+// guarded returns the comparisons for the records of batch whose CA key is
+// live, and those records; the others are answered with the guard's error.
+func (r *Recorder) guarded(ctx context.Context, guard KeyGuard, batch []*pending, fresh bool) ([]clientv3.Cmp, []*pending) {
+	type caKey struct{ ca, key string }
+	checked := map[caKey]error{}
+	var cmps []clientv3.Cmp
+	live := make([]*pending, 0, len(batch))
+	for _, p := range batch {
+		k := caKey{p.caName, p.keyID}
+		err, ok := checked[k]
+		if !ok {
+			var c []clientv3.Cmp
+			c, err = guard.Guard(ctx, p.caName, p.keyID, fresh)
+			checked[k] = err
+			if err == nil {
+				cmps = append(cmps, c...)
+			}
+		}
+		if err != nil {
+			p.done <- err
+			continue
+		}
+		live = append(live, p)
+	}
+	return cmps, live
+}
+
+// ops are the puts of a batch: two per record (the record, its SHA-256
+// index key) and one per CA in the batch (at most 3*maxBatch operations):
+// a CA's revision key and a record's index key change in the same
+// transaction as the record, never apart from it.
+func (r *Recorder) ops(batch []*pending) []clientv3.Op {
+	ops := make([]clientv3.Op, 0, 3*len(batch))
+	cas := map[string]bool{}
+	for _, p := range batch {
+		ops = append(ops, clientv3.OpPut(p.key, p.value))
+		if p.fpKey != "" {
+			ops = append(ops, clientv3.OpPut(p.fpKey, strings.TrimPrefix(p.key, r.prefix+"/")))
+		}
+		if !cas[p.caName] {
+			cas[p.caName] = true
+			ops = append(ops, clientv3.OpPut(path.Join(r.revPrefix, p.caName), ""))
+		}
+	}
+	return ops
 }
 
 // failQueued marks the Recorder stopped and fails what is queued: a Record
@@ -282,6 +392,12 @@ func (r *Recorder) Prune(ctx context.Context, caName string, drop func(Record) b
 			var txn []clientv3.Op
 			for _, rops := range ops[:n] {
 				txn = append(txn, rops...)
+			}
+			// Pruning is the leader's (the cleaner, a rotation's
+			// Complete): a delete of a leadership term that ended is
+			// refused as it is sent.
+			if err := leaderelection.CheckContext(ctx, leaderelection.TargetEtcd); err != nil {
+				return fmt.Errorf("deleting issuance records: %w", err)
 			}
 			if _, err := r.client.Txn(ctx).Then(txn...).Commit(); err != nil {
 				return fmt.Errorf("deleting issuance records: %w", err)

@@ -1,14 +1,19 @@
-package leaderelection
+package leaderelection_test
 
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 
+	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/test/etcdtest"
 )
 
@@ -19,7 +24,7 @@ func TestOneLeaderAtATimeAndHandOver(t *testing.T) {
 	var running, maxRunning atomic.Int32
 	leaders := make(chan string, 4)
 	start := func(ctx context.Context, id string) {
-		go Run(ctx, Config{Client: client, Key: "/test/leader", Identity: id, LeaseDuration: time.Second,
+		go leaderelection.Run(ctx, leaderelection.Config{Client: client, Key: "/test/leader", Identity: id, LeaseDuration: time.Second,
 			Run: func(ctx context.Context) error {
 				n := running.Add(1)
 				for {
@@ -64,7 +69,7 @@ func TestFailedWorkGivesUpLeadership(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var attempts atomic.Int32
-	go Run(ctx, Config{Client: client, Key: "/test/leader", Identity: "flaky", LeaseDuration: 30 * time.Second,
+	go leaderelection.Run(ctx, leaderelection.Config{Client: client, Key: "/test/leader", Identity: "flaky", LeaseDuration: 30 * time.Second,
 		Run: func(context.Context) error {
 			attempts.Add(1)
 			return errors.New("cannot start")
@@ -78,3 +83,63 @@ func TestFailedWorkGivesUpLeadership(t *testing.T) {
 		t.Fatalf("%d attempts: the failed leader did not resign and campaign again", attempts.Load())
 	}
 }
+
+// TestWorkThatReturnsNilIsNotLoggedAsAnError: work that returns nil while
+// leader gave up leadership cleanly; it is logged at info, not as an error
+// with a nil error.
+func TestWorkThatReturnsNilIsNotLoggedAsAnError(t *testing.T) {
+	client := etcdtest.Start(t)
+	sink := &recordingSink{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink)))
+	defer cancel()
+	var terms atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leaderelection.Run(ctx, leaderelection.Config{Client: client, Key: "/test/leader", Identity: "a", LeaseDuration: 30 * time.Second,
+			Run: func(ctx context.Context) error {
+				if terms.Add(1) == 1 {
+					return nil
+				}
+				// The second term: the first one was logged.
+				cancel()
+				<-ctx.Done()
+				return nil
+			}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context being cancelled")
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	const msg = "Work stopped while leader; giving up leadership"
+	if !slices.Contains(sink.infos, msg) {
+		t.Errorf("info lines %q, want %q", sink.infos, msg)
+	}
+	if len(sink.errors) != 0 {
+		t.Errorf("error lines %q, want none", sink.errors)
+	}
+}
+
+// recordingSink records the messages logged at info and as errors.
+type recordingSink struct {
+	mu            sync.Mutex
+	infos, errors []string
+}
+
+func (s *recordingSink) Init(logr.RuntimeInfo)  {}
+func (s *recordingSink) Enabled(level int) bool { return level == 0 }
+func (s *recordingSink) Info(_ int, msg string, _ ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.infos = append(s.infos, msg)
+}
+func (s *recordingSink) Error(_ error, msg string, _ ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors = append(s.errors, msg)
+}
+func (s *recordingSink) WithValues(...any) logr.LogSink { return s }
+func (s *recordingSink) WithName(string) logr.LogSink   { return s }

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -361,7 +362,16 @@ func (m *Manager) issue(ctx context.Context, ca *rotationv1alpha1.CertificateAut
 		Subject: cert.Subject.String(), CAName: ca.Name, CAKeyID: auth.KeyID, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter,
 		SHA256: issuance.SHA256(cert),
 	}); err != nil {
-		return err
+		if errors.Is(err, issuance.ErrKeyRetired) {
+			// This replica's view of the CA is stale: a completed rotation
+			// retired the key it signed with. Nothing is served; the
+			// binding is read again for the next attempt, instead of
+			// signing with the retired key until the informer catches up.
+			m.authorities.Forget(ca.Name)
+			klog.FromContext(ctx).Info("Refused to serve a certificate signed by a retired CA key; its record was not written",
+				"ca", ca.Name, "keyID", auth.KeyID, "serial", fmt.Sprintf("%x", cert.SerialNumber))
+		}
+		return fmt.Errorf("recording the serving certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,9 +40,17 @@ type countingListener struct{ n int }
 
 func (l *countingListener) Enqueue() { l.n++ }
 
-type memoryRecords struct{ records []issuance.Record }
+type memoryRecords struct {
+	records []issuance.Record
+	// refuse, when set, is the error of the next Record (nothing stored).
+	refuse error
+}
 
 func (m *memoryRecords) Record(_ context.Context, r issuance.Record) error {
+	if err := m.refuse; err != nil {
+		m.refuse = nil
+		return err
+	}
 	m.records = append(m.records, r)
 	return nil
 }
@@ -84,6 +94,8 @@ type fixture struct {
 	provider *Provider
 	records  *memoryRecords
 	now      time.Time
+	keys     *signingtest.MemoryKeys
+	bindings *cabinding.MemoryStore
 }
 
 // newFixture starts the informers of a manager; ca (nil for none) is the
@@ -96,6 +108,7 @@ func newFixture(t *testing.T, withCA bool, apiService *unstructured.Unstructured
 	f := &fixture{records: &memoryRecords{}, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	keys := signingtest.NewMemoryKeys()
 	bindings := cabinding.NewMemoryStore()
+	f.keys, f.bindings = keys, bindings
 	caKey, _, err := keys.GetOrCreate(ctx, "serving-1", signing.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
@@ -392,5 +405,57 @@ func TestManagerRefusesATokenKey(t *testing.T) {
 	}
 	if a := f.actions(); len(a) != 0 || len(f.records.records) != 0 || f.provider.Certificate() != startup {
 		t.Fatalf("a token key's serving CA: requests %v, records %+v", a, f.records.records)
+	}
+}
+
+// TestManagerForgetsAKeyTheRecordSaysIsRetired: a record refused because
+// the CA key that signed is retired (a completed rotation this replica's
+// view has not caught up with: its informer still shows the old status)
+// means the cached key is stale. The next attempt must read the binding
+// again and sign with the key bound now, not sign with the retired key
+// again until the informer moves (a wasted signature each retry, a key
+// operation on PKCS#11, refused each time).
+func TestManagerForgetsAKeyTheRecordSaysIsRetired(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, true, apiServiceWithBundle("old"))
+	// The cached key is serving-1.
+	if _, err := f.m.authorities.Get(ctx, "serving"); err != nil {
+		t.Fatal(err)
+	}
+	// A rotation on another replica completed: serving-2 is bound, and
+	// serving-1's records are refused. The informer has not seen it.
+	old, err := f.bindings.Get(ctx, "serving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, _, err := f.keys.GetOrCreate(ctx, "serving-2", signing.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCert, err := signing.NewSelfSignedCA("serving", newKey, 365*24*time.Hour, f.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := *old
+	rotated.KeyID, rotated.Certificate = "serving-2", newCert.Raw
+	if err := f.bindings.Replace(ctx, old, &rotated); err != nil {
+		t.Fatal(err)
+	}
+	startup := f.provider.Certificate()
+	f.records.refuse = fmt.Errorf("recording: %w", issuance.ErrKeyRetired)
+	if _, err := f.m.sync(ctx, "serving"); !errors.Is(err, issuance.ErrKeyRetired) {
+		t.Fatalf("sync with the record refused: %v, want ErrKeyRetired", err)
+	}
+	if f.provider.Certificate() != startup {
+		t.Fatal("served a certificate whose record was refused")
+	}
+	if _, err := f.m.sync(ctx, "serving"); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.records.records) != 1 || f.records.records[0].CAKeyID != "serving-2" {
+		t.Fatalf("records %+v: want one, of the key bound now (serving-2)", f.records.records)
+	}
+	if f.provider.Certificate().CheckSignatureFrom(newCert) != nil {
+		t.Fatal("the retry did not serve a certificate of the key bound now")
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"rekey.io/rekey/pkg/leaderelection"
 )
 
 // KEKSize is the size of the key-encryption key: AES-256.
@@ -189,6 +191,11 @@ func (s *EtcdKeyStore) GetOrCreate(ctx context.Context, keyID string, alg Algori
 	if err != nil {
 		return nil, false, err
 	}
+	// Keys are made and destroyed by the CA controller on the leader: a
+	// write of a leadership term that ended is refused as it is sent.
+	if err := leaderelection.CheckContext(ctx, leaderelection.TargetEtcd); err != nil {
+		return nil, false, fmt.Errorf("storing key %s: %w", keyID, err)
+	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(etcdKey), "=", 0)).
 		Then(clientv3.OpPut(etcdKey, string(sealed))).
@@ -236,11 +243,36 @@ func (s *EtcdKeyStore) Get(ctx context.Context, keyID string) (crypto.Signer, er
 	return signer, nil
 }
 
+// KeyGuard says whether key keyID exists in the store, with the
+// comparison that holds while it still does (the same entry: its create
+// revision): a transaction conditioned on it commits only if the key was
+// not destroyed meanwhile.
+func (s *EtcdKeyStore) KeyGuard(ctx context.Context, keyID string) (cmp clientv3.Cmp, exists bool, err error) {
+	if s == nil {
+		return clientv3.Cmp{}, false, errors.New("the Etcd key store is not configured")
+	}
+	etcdKey, err := s.keyPath(keyID)
+	if err != nil {
+		return clientv3.Cmp{}, false, err
+	}
+	resp, err := s.client.Get(ctx, etcdKey, clientv3.WithKeysOnly())
+	if err != nil {
+		return clientv3.Cmp{}, false, fmt.Errorf("reading key %s: %w", keyID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.Cmp{}, false, nil
+	}
+	return clientv3.Compare(clientv3.CreateRevision(etcdKey), "=", resp.Kvs[0].CreateRevision), true, nil
+}
+
 // Delete implements KeyStore.
 func (s *EtcdKeyStore) Delete(ctx context.Context, keyID string) error {
 	etcdKey, err := s.keyPath(keyID)
 	if err != nil {
 		return err
+	}
+	if err := leaderelection.CheckContext(ctx, leaderelection.TargetEtcd); err != nil {
+		return fmt.Errorf("destroying key %s: %w", keyID, err)
 	}
 	_, err = s.client.Delete(ctx, etcdKey)
 	return err

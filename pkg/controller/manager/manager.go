@@ -106,7 +106,18 @@ type Deps struct {
 	// Etcd holds the leader election under PrivatePrefix.
 	Etcd          *clientv3.Client
 	PrivatePrefix string
-	Clock         clock.Clock
+	// Fence, with LeaderElect, is the election's fence: it leads only
+	// while this replica's lease deadline has not passed. The server wraps
+	// the transports of Client, Kube and the publisher's clients with it,
+	// so that a replica stopped past its lease and resumed refuses their
+	// writes from its lease deadline on, as they are sent (what it does not
+	// cover: leaderelection.Fence); the controllers' direct etcd writes
+	// check it through their context (leaderelection.CheckContext), so
+	// they must use the term's context. Nil: the election keeps a
+	// fence of its own, which only the work context carries.
+	Fence *leaderelection.Fence
+	// Clock is the controllers' clock.
+	Clock clock.Clock
 	// Published holds what rekey's own publishers wrote (the publisher
 	// here, the serving certificate manager on every replica): a
 	// rotation's new key signs only once they wrote it everywhere.
@@ -162,6 +173,14 @@ func (m *Manager) report(err error) {
 func (m *Manager) Run(ctx context.Context) {
 	run := func(ctx context.Context) error {
 		err := m.runControllers(ctx)
+		if m.termEnded(ctx, err) {
+			// The term ended (the lease lapsed, or shutdown) while the
+			// controllers started or ran: whatever failed with it says
+			// nothing about whether this replica can run them, and a
+			// follower must not stay unready until it next leads.
+			m.report(nil)
+			return nil
+		}
 		m.report(err)
 		return err
 	}
@@ -177,7 +196,23 @@ func (m *Manager) Run(ctx context.Context) {
 		Identity:      m.opts.Identity,
 		LeaseDuration: m.opts.LeaseDuration,
 		Run:           run,
+		Fence:         m.deps.Fence,
 	})
+}
+
+// termEnded says whether the term of ctx is over, so that err (the term's
+// outcome) is not the replica's. The fence says so first: from the lease
+// deadline on it refuses the term's writes (ErrNotLeading) and no longer
+// leads, while the work context is cancelled only once the election's
+// goroutines have noticed, which after a SIGSTOP may come after the
+// controllers' own failure. A real failure that happens to coincide with
+// the end of the term is then reported ready; the next term reports it.
+func (m *Manager) termEnded(ctx context.Context, err error) bool {
+	// Both fences are nil-safe (nil leads): without leader election
+	// neither is set; with it, ctx carries the election's fence, which is
+	// Deps.Fence when the server set one.
+	return ctx.Err() != nil || errors.Is(err, leaderelection.ErrNotLeading) ||
+		!leaderelection.FromContext(ctx).Leading() || !m.deps.Fence.Leading()
 }
 
 // runControllers runs one leadership term: it builds the controllers,

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	certinformers "rekey.io/rekey/pkg/generated/informers/externalversions/certificates/v1alpha1"
 	rotationinformers "rekey.io/rekey/pkg/generated/informers/externalversions/rotation/v1alpha1"
 	"rekey.io/rekey/pkg/issuance"
+	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/signing/cabinding"
 )
 
@@ -97,6 +99,92 @@ func TestReadinessFailsWhenControllersCannotStart(t *testing.T) {
 	m.Run(context.Background())
 	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "built-in") {
 		t.Fatalf("Check = %v, want a failure naming the built-ins", err)
+	}
+}
+
+// TestATermCutShortLeavesTheReplicaReady: a term that ends while the
+// controllers start (the lease lapsed: the election cancels the work) is
+// not a replica that cannot run them. Reporting its "context canceled"
+// kept a follower unready until it next won the election: minutes, in the
+// fault suite, after an etcd leader was lost under load.
+func TestATermCutShortLeavesTheReplicaReady(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	client.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// The lease lapses while the built-ins are being created.
+		cancel()
+		return true, nil, context.Canceled
+	})
+	deps, _ := testDeps(client)
+	m, err := New(Options{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Run(ctx)
+	if err := m.Check(nil); err != nil {
+		t.Fatalf("Check after a term cut short = %v, want ready", err)
+	}
+}
+
+// TestATermWhoseFenceLapsedLeavesTheReplicaReady: at the lease deadline
+// the fence says "not leading" at once, while the work context is
+// cancelled only once the election's goroutines have run (after a
+// SIGSTOP, all of them are runnable at the same moment). A term whose
+// built-ins failed in between, refused by the fence or with any error
+// once the fence no longer leads, ended with its leadership: it must
+// leave the replica ready as a cancelled term does.
+func TestATermWhoseFenceLapsedLeavesTheReplicaReady(t *testing.T) {
+	// A fence whose term's lease deadline has passed: it leads no more.
+	lapsed := leaderelection.NewFence()
+	for _, tc := range []struct {
+		name string
+		// depsFence is Deps.Fence (the server's); ctxFence the fence the
+		// work context carries (the election's, its own when Deps has
+		// none).
+		depsFence, ctxFence *leaderelection.Fence
+		failure             error
+	}{
+		{name: "refused by the fence", failure: fmt.Errorf("POST /apis/...: %w", leaderelection.ErrNotLeading)},
+		{name: "another error once the server's fence lapsed", depsFence: lapsed, ctxFence: lapsed, failure: errors.New("connection reset by peer")},
+		{name: "another error once the election's own fence lapsed", ctxFence: lapsed, failure: errors.New("connection reset by peer")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset()
+			client.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.failure
+			})
+			deps, _ := testDeps(client)
+			deps.Fence = tc.depsFence
+			m, err := New(Options{}, deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tc.ctxFence != nil {
+				ctx = leaderelection.WithFence(ctx, tc.ctxFence)
+			}
+			m.Run(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("the work context was cancelled; the test is of a fence that lapsed before it")
+			}
+			if err := m.Check(nil); err != nil {
+				t.Fatalf("Check after a term whose fence lapsed = %v, want ready", err)
+			}
+		})
+	}
+	// The same failure while the fence leads is the replica's.
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection reset by peer")
+	})
+	deps, _ := testDeps(client)
+	m, err := New(Options{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Run(context.Background())
+	if err := m.Check(nil); err == nil {
+		t.Fatal("Check after a failure while leading = ready, want the failure")
 	}
 }
 

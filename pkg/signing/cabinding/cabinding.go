@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/pkg/signing"
 )
 
@@ -101,7 +102,10 @@ func same(a, b *Binding) bool {
 	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
-// EtcdStore keeps bindings under <prefix>/cabindings/<CA name>.
+// EtcdStore keeps bindings under <prefix>/cabindings/<CA name>. Its writes
+// are the CA controller's, on the elected leader: each checks, as it is
+// sent, that the leadership term its context belongs to (if any) still
+// holds (leaderelection.CheckContext).
 type EtcdStore struct {
 	client *clientv3.Client
 	prefix string
@@ -143,6 +147,30 @@ func decode(caName string, data []byte) (*Binding, error) {
 	return &b, nil
 }
 
+// KeyGuard reads the binding of caName and says whether it lists keyID
+// (as the current, previous or next key), with the comparison that holds
+// while the binding is the one read: a transaction conditioned on it
+// commits only if the key is still bound. Completing a rotation drops the
+// previous key from the binding, whatever store held the key.
+func (s *EtcdStore) KeyGuard(ctx context.Context, caName, keyID string) (cmp clientv3.Cmp, bound bool, err error) {
+	if strings.Contains(caName, "/") || caName == "" {
+		return clientv3.Cmp{}, false, fmt.Errorf("invalid CertificateAuthority name %q", caName)
+	}
+	resp, err := s.client.Get(ctx, s.key(caName))
+	if err != nil {
+		return clientv3.Cmp{}, false, fmt.Errorf("reading the key binding of CertificateAuthority %s: %w", caName, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.Cmp{}, false, nil
+	}
+	b, err := decode(caName, resp.Kvs[0].Value)
+	if err != nil {
+		return clientv3.Cmp{}, false, err
+	}
+	bound = b.KeyID == keyID || b.Previous != nil && b.Previous.KeyID == keyID || b.Next != nil && b.Next.KeyID == keyID
+	return clientv3.Compare(clientv3.ModRevision(s.key(caName)), "=", resp.Kvs[0].ModRevision), bound, nil
+}
+
 // Create implements Store with one transaction: write if there is no
 // binding or the stored one is for another UID (a CA deleted and made
 // again); else return the stored one.
@@ -167,6 +195,9 @@ func (s *EtcdStore) Create(ctx context.Context, b *Binding) (*Binding, error) {
 				return existing, nil
 			}
 			modRev = cur.Kvs[0].ModRevision
+		}
+		if err := leaderelection.CheckContext(ctx, leaderelection.TargetEtcd); err != nil {
+			return nil, fmt.Errorf("storing the key binding of CertificateAuthority %s: %w", b.CAName, err)
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
@@ -205,6 +236,9 @@ func (s *EtcdStore) Replace(ctx context.Context, expected, next *Binding) error 
 	}
 	if !same(stored, expected) {
 		return ErrConflict
+	}
+	if err := leaderelection.CheckContext(ctx, leaderelection.TargetEtcd); err != nil {
+		return fmt.Errorf("storing the key binding of CertificateAuthority %s: %w", expected.CAName, err)
 	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"rekey.io/rekey/pkg/leaderelection"
 	"rekey.io/rekey/test/etcdtest"
 )
 
@@ -96,5 +97,32 @@ func TestReplaceIsACompareAndSwap(t *testing.T) {
 				t.Fatal("a previous key ID leaving the prefix was stored")
 			}
 		})
+	}
+}
+
+// TestWritesOfAnEndedLeadershipTermAreRefused: the CA controller writes
+// bindings on the leader; a write whose context belongs to a term that no
+// longer leads (its lease deadline passed) is refused as it is sent, and
+// nothing changes in etcd.
+func TestWritesOfAnEndedLeadershipTermAreRefused(t *testing.T) {
+	s := NewEtcdStore(etcdtest.Start(t), "/rekey.io-private")
+	ended := leaderelection.WithFence(context.Background(), leaderelection.NewFence()) // no term: not leading
+	first := &Binding{CAName: "ca", CAUID: "uid-1", KeyID: "ca-uid1-1", Certificate: []byte{1}}
+	if _, err := s.Create(ended, first); !errors.Is(err, leaderelection.ErrNotLeading) {
+		t.Fatalf("Create in an ended term: %v, want ErrNotLeading", err)
+	}
+	if _, err := s.Get(context.Background(), "ca"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused Create stored a binding: %v", err)
+	}
+	if _, err := s.Create(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	next := *first
+	next.KeyID = "ca-uid1-2"
+	if err := s.Replace(ended, first, &next); !errors.Is(err, leaderelection.ErrNotLeading) {
+		t.Fatalf("Replace in an ended term: %v, want ErrNotLeading", err)
+	}
+	if b, err := s.Get(context.Background(), "ca"); err != nil || b.KeyID != "ca-uid1-1" {
+		t.Fatalf("after a refused Replace: %+v %v", b, err)
 	}
 }
