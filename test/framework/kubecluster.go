@@ -127,7 +127,36 @@ func (k *KubeCluster) start(tools string, o KubeClusterOptions, logf func(string
 	}); err != nil {
 		return err
 	}
-	return k.WaitNodeReady(120*time.Second, time.Time{})
+	if err := k.WaitNodeReady(120*time.Second, time.Time{}); err != nil {
+		return err
+	}
+	return k.waitControllers(2 * time.Minute)
+}
+
+// waitControllers waits until kube-controller-manager's controllers act,
+// each with its own ServiceAccount's credentials: the root CA publisher's
+// ConfigMap in default (without which no pod's token volume mounts) and the
+// default ServiceAccount. A test's first pod otherwise races the
+// controllers' start (its claim unbound, its volumes unmountable).
+func (k *KubeCluster) waitControllers(timeout time.Duration) error {
+	err := waitFor(timeout, func() error {
+		if k.KCM.Exited() {
+			return fmt.Errorf("kube-controller-manager exited (%w)", errExited)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := k.Admin.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the root CA publisher: %w", err)
+		}
+		if _, err := k.Admin.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the service account controller: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager's controllers: %w\n%s", err, k.KCM.LogTail(3000))
+	}
+	return nil
 }
 
 // WaitNodeReady waits until the node is Ready, by a heartbeat of its
@@ -187,6 +216,41 @@ func (k *KubeCluster) PodLogs(prefix string) string {
 			data = data[len(data)-4000:]
 		}
 		fmt.Fprintf(&b, "==> %s\n%s\n", f, data)
+	}
+	return b.String()
+}
+
+// Diagnose returns what explains a pod of namespace that does not come
+// up when its own description does not: the claims and volumes (a claim
+// left unbound keeps it unscheduled), the namespace's events in order
+// (mount and sandbox failures), the node's conditions and which of the
+// node's and controllers' processes exited, and the ends of the kubelet's
+// and containerd's logs.
+func (k *KubeCluster) Diagnose(namespace string) string {
+	var b bytes.Buffer
+	for _, args := range [][]string{
+		{"get", "pvc,pv", "-A", "-o", "wide"},
+		{"get", "events", "-n", namespace, "--sort-by=.lastTimestamp"},
+		{"get", "node", KubeNodeName, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason} {.lastHeartbeatTime}{"\n"}{end}`},
+	} {
+		out, err := k.kubectl(nil, args...)
+		fmt.Fprintf(&b, "$ kubectl %s (%v)\n%s\n", strings.Join(args, " "), err, out)
+	}
+	procs := map[string]*Process{"kube-controller-manager": k.KCM, "kube-scheduler": k.Scheduler}
+	if k.Node != nil {
+		procs["kubelet"], procs["containerd"] = k.Node.Kubelet, k.Node.Containerd
+	}
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+		p := procs[name]
+		if p == nil {
+			continue
+		}
+		if p.Exited() {
+			fmt.Fprintf(&b, "%s exited\n", name)
+		}
+		if name == "kubelet" || name == "containerd" {
+			fmt.Fprintf(&b, "==> the end of %s's log\n%s\n", name, p.LogTail(6000))
+		}
 	}
 	return b.String()
 }

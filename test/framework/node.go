@@ -121,10 +121,14 @@ state = %q
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
 `, filepath.Join(dir, "containerd/root"), filepath.Join(dir, "containerd/state"), sock, sandboxImage(o.SandboxImage), filepath.Join(dir, "cni")),
-		"cni/10-bridge.conflist": `{"cniVersion": "0.4.0", "name": "rekey-e2e", "plugins": [
+		// The address allocations are the node's own (dataDir), not
+		// /var/lib/cni's: a node stopped with its pods running never
+		// releases theirs, and the next node on the machine must not
+		// inherit them.
+		"cni/10-bridge.conflist": fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "rekey-e2e", "plugins": [
   {"type": "bridge", "bridge": "rekeye2e0", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.77.0/24"}]]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}]}`,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.77.0/24"}]], "dataDir": %q}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}`, filepath.Join(dir, "cni-ipam")),
 		"cni/99-loopback.conf": `{"cniVersion": "0.4.0", "name": "lo", "type": "loopback"}`,
 	}
 	for name, content := range files {

@@ -82,7 +82,7 @@ func TestHostClusterKubelet(t *testing.T) {
 		_, _ = cluster.Kubectl(nil, "delete", "pv", pv, "--ignore-not-found", fmt.Sprintf("--wait=%t", !t.Failed()))
 	})
 	start := time.Now()
-	kubectl(t, "apply", "-k", deploy)
+	install(t, deploy)
 	// Serving the host cluster's certificate APIs is opt-in.
 	hostCluster := filepath.Join(framework.RepoRoot(), "artifacts", "rbac", "host-cluster.yaml")
 	kubectl(t, "apply", "-f", hostCluster)

@@ -54,7 +54,7 @@ func TestInstallDefault(t *testing.T) {
 		_, _ = cluster.Kubectl(nil, "delete", "pv", pv, "--ignore-not-found", fmt.Sprintf("--wait=%t", !t.Failed()))
 	})
 
-	kubectl(t, "apply", "-k", deploy)
+	install(t, deploy)
 	first := waitServing(t, 1)
 	requireRestricted(t)
 	// A CA that publishes its bundle outside rekey's namespace: the
@@ -200,7 +200,7 @@ configMapGenerator:
 	kubectl(t, "create", "namespace", namespace)
 	kubectl(t, "create", "secret", "generic", "rekey-etcd-client", "-n", namespace,
 		"--from-file=ca.crt="+secret+"/ca.crt", "--from-file=tls.crt="+secret+"/tls.crt", "--from-file=tls.key="+secret+"/tls.key")
-	kubectl(t, "apply", "-k", overlay)
+	install(t, overlay)
 	pods := waitServing(t, 2)
 	requireRestricted(t)
 	issue(t, "ha-kubectl")
@@ -379,7 +379,7 @@ func waitServing(t *testing.T, n int) []string {
 	if err != nil {
 		describe, _ := cluster.Kubectl(nil, "describe", "pods", "-n", namespace, "-l", podLabel)
 		apis, _ := cluster.Kubectl(nil, "get", "apiservices", "-o", "wide")
-		t.Fatalf("rekey not serving with %d pods: %v\n%s\n%s\n%s", n, err, describe, apis, cluster.PodLogs("rekey-apiserver"))
+		t.Fatalf("rekey not serving with %d pods: %v\n%s\n%s\n%s\n%s", n, err, describe, apis, cluster.PodLogs("rekey-apiserver"), cluster.Diagnose(namespace))
 	}
 	sort.Strings(pods)
 	return pods
@@ -542,6 +542,23 @@ func snapshot(t *testing.T) string {
 	t.Helper()
 	return kubectl(t, "get", "certificatesigningrequests.certificates.rekey.io,signers.certificates.rekey.io,certificateauthorities.rotation.rekey.io",
 		"-o", "custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion", "--sort-by=.metadata.name", "--no-headers")
+}
+
+// install applies kustomization dir. When the test fails before its own
+// uninstall, a cleanup deletes what it applied, so that the tests after it
+// start on a cluster without rekey: a stuck pod of one test must not be
+// what the next three wait on.
+func install(t *testing.T, dir string) {
+	t.Helper()
+	kubectl(t, "apply", "-k", dir)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if out, err := cluster.Kubectl(nil, "delete", "-k", dir, "--ignore-not-found", "--wait=true", "--timeout=3m"); err != nil {
+			t.Logf("after the failure, kubectl delete -k %s: %v\n%s", dir, err, out)
+		}
+	})
 }
 
 // uninstall deletes what kustomization dir installed and checks nothing
