@@ -97,13 +97,13 @@ func TestFaultsUnderLoad(t *testing.T) {
 	t.Logf("seed %d; replay with %s=%d %s=%s make test-fault", seed, envSeed, seed, envDuration, duration)
 	fmt.Printf("fault suite: seed %d, duration %s\n", seed, duration)
 
-	// Each member's disk is a tmpfs: small enough that the disk-full fault
-	// fills it in a moment, large enough for what the run stores (a short
-	// run stores about 40,000 requests and their records).
-	disk := int64(256 << 20)
-	if duration > 10*time.Minute {
-		disk = 2 << 30
-	}
+	// Each member's disk is a tmpfs (memory, as much as it holds): small
+	// enough that the disk-full fault fills it in a moment, large enough
+	// for what the run stores. etcd keeps two or three 64 MB WAL segments
+	// beside its backend, which an unpaced load grows by about 45 MB a
+	// minute (no compaction in a short run, and bbolt never shrinks): 256
+	// MiB filled all three members 3.5 minutes into a 4-minute run.
+	disk := int64(1<<30) + int64(duration/time.Minute)*(64<<20)
 	etcd := framework.StartEtcdCluster(t, framework.EtcdClusterOptions{Members: 3, DiskBytes: disk})
 	rs := startReplicas(t, 3, etcd)
 	// Every record written from now on, before the first is: the checker

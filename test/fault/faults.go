@@ -260,7 +260,7 @@ func (in *injector) whole() error {
 	return framework.EventuallyErr(120*time.Second, func(ctx context.Context) error {
 		for _, m := range in.etcd.Members {
 			if !m.Running() {
-				return fmt.Errorf("etcd member %s is not running", m.Name)
+				return fmt.Errorf("etcd member %s is not running:\n%s\n%s", m.Name, m.LogTail(3000), m.DiskUsage())
 			}
 		}
 		if _, err := in.etcd.Leader(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -605,6 +606,29 @@ func (m *EtcdMember) LogTail(n int) string {
 		return ""
 	}
 	return p.LogTail(n)
+}
+
+// DiskUsage says how full the member's disk is and what holds it (its
+// WAL, snapshots and backend), for a message about a member that exited.
+func (m *EtcdMember) DiskUsage() string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(m.dir, &st); err != nil {
+		return fmt.Sprintf("disk of etcd %s: %v", m.Name, err)
+	}
+	total, free := st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize)
+	var b strings.Builder
+	fmt.Fprintf(&b, "disk of etcd %s (tmpfs %t): %d of %d bytes used", m.Name, m.mounted, total-free, total)
+	_ = filepath.WalkDir(m.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			rel, _ := filepath.Rel(m.dir, path)
+			fmt.Fprintf(&b, "\n  %s %d", rel, info.Size())
+		}
+		return nil
+	})
+	return b.String()
 }
 
 // mountDisk mounts a tmpfs of size bytes on the member's dir (size > 0,
