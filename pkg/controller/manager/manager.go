@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
@@ -227,9 +228,12 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	opts, deps := m.opts, m.deps
 	client := deps.Client
-	if err := EnsureBuiltIns(ctx, client, deps.Kube != nil, opts.InsecureTestSigner); err != nil {
+	if err := m.ensureBuiltIns(ctx, client, deps.Kube != nil, opts.InsecureTestSigner); err != nil {
 		return fmt.Errorf("creating the built-in signers: %w", err)
 	}
+	// This term can run the controllers: what an earlier term (or this
+	// one's retries) failed with no longer holds.
+	m.report(nil)
 	// The shared informers lend themselves to this term: the handlers its
 	// controllers add are removed when it ends, so that a replica that
 	// loses and regains leadership does not run two sets.
@@ -402,6 +406,44 @@ func EnsureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster
 		}
 	}
 	return nil
+}
+
+// builtInsAttempts and builtInsBackoff bound ensureBuiltIns' retries:
+// about 16 s, longer than an etcd leader election and its 7 s request
+// timeout.
+var (
+	builtInsAttempts = 8
+	builtInsBackoff  = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: builtInsAttempts}
+)
+
+// ensureBuiltIns is EnsureBuiltIns retrying what a passing fault fails: a
+// 5xx, a timeout or a 429 from rekey's own API while, say, etcd elects a
+// leader. Ending the term on it would leave this replica unready until it
+// next leads, which may be never; while it retries, readiness says why.
+// Anything else (a refused connection, a rejected object) ends the term at
+// once, so that another replica may lead.
+func (m *Manager) ensureBuiltIns(ctx context.Context, client clientset.Interface, hostCluster, insecureTest bool) error {
+	backoff := builtInsBackoff
+	for attempt := 1; ; attempt++ {
+		err := EnsureBuiltIns(ctx, client, hostCluster, insecureTest)
+		if err == nil || !transient(err) || attempt >= builtInsAttempts || ctx.Err() != nil {
+			return err
+		}
+		m.report(fmt.Errorf("creating the built-in signers (attempt %d, retrying): %w", attempt, err))
+		klog.FromContext(ctx).Info("Creating the built-in signers failed; retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-m.deps.Clock.After(backoff.Step()):
+		}
+	}
+}
+
+// transient says whether err is an API server's answer that the same
+// request may not get again shortly.
+func transient(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // discardEvents is the event recorder without a host cluster: rekey's own

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -99,6 +100,79 @@ func TestReadinessFailsWhenControllersCannotStart(t *testing.T) {
 	m.Run(context.Background())
 	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "built-in") {
 		t.Fatalf("Check = %v, want a failure naming the built-ins", err)
+	}
+}
+
+// TestATransientFailureOfTheBuiltInsIsRetried: a 503 from rekey's own API
+// while the term creates the built-ins (etcd electing a leader under it)
+// is retried within the term, and the replica ends ready with the
+// controllers running. Returned, it ended the term and left the replica
+// unready until it next led, which may be never.
+func TestATransientFailureOfTheBuiltInsIsRetried(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	var failed sync.Once
+	client.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		var err error
+		failed.Do(func() { err = apierrors.NewServiceUnavailable("etcdserver: leader changed") })
+		return err != nil, nil, err
+	})
+	deps, _ := testDeps(client)
+	m, err := New(Options{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		signers, err := client.CertificatesV1alpha1().Signers().List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(signers.Items) == 0 {
+			return false, err
+		}
+		select {
+		case <-done:
+			return false, errors.New("the term ended")
+		default:
+		}
+		return m.Check(nil) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("after one 503: %v (Check = %v)", err, m.Check(nil))
+	}
+}
+
+// TestATermThatStartsClearsAnEarlierFailure: a term whose controllers
+// start makes the replica ready again; an earlier term's failure was kept
+// until this term ended.
+func TestATermThatStartsClearsAnEarlierFailure(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	deps, _ := testDeps(client)
+	m, err := New(Options{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.report(errors.New("creating the built-in signers: connection refused"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return m.Check(nil) == nil, nil
+	}); err != nil {
+		t.Fatalf("a term that started: Check = %v, want ready", m.Check(nil))
 	}
 }
 
