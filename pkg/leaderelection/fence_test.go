@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/testutil"
@@ -27,21 +28,12 @@ import (
 // not revive the term; a new term starts with a new lease.
 func TestLeaseDeadlineStopsLeaderWork(t *testing.T) {
 	client := etcdtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	fence := leaderelection.NewFence()
 	var pause atomic.Bool
 	paused := make(chan time.Time, 1)
 	release := make(chan struct{})
 	var sentWhilePaused atomic.Int32
-	terms := make(chan context.Context, 4)
-	cfg := leaderelection.WithBeforeKeepAlive(leaderelection.Config{Client: client, Key: "/test/leader", Identity: "a", LeaseDuration: 3 * time.Second, Fence: fence,
-		Run: func(ctx context.Context) error {
-			terms <- ctx
-			<-ctx.Done()
-			return nil
-		},
-	}, func() {
+	cfg := leaderelection.WithBeforeKeepAlive(leaderelection.Config{Client: client, Key: "/test/leader", Identity: "a", LeaseDuration: 3 * time.Second, Fence: fence}, func() {
 		if !pause.Load() {
 			return
 		}
@@ -54,16 +46,7 @@ func TestLeaseDeadlineStopsLeaderWork(t *testing.T) {
 			sentWhilePaused.Add(1)
 		}
 	})
-	done := make(chan struct{})
-	go func() { defer close(done); leaderelection.Run(ctx, cfg) }()
-	defer func() { cancel(); <-done }()
-
-	var work context.Context
-	select {
-	case work = <-terms:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the only campaigner did not become leader within 30s")
-	}
+	work, terms := leadAlone(t, cfg)
 	if !fence.Leading() {
 		t.Fatal("Leading() is false in the leader's term")
 	}
@@ -118,6 +101,30 @@ func TestLeaseDeadlineStopsLeaderWork(t *testing.T) {
 	}
 }
 
+// leadAlone runs cfg's election, the only campaigner, until the test
+// ends, with work that holds each term until it ends. It returns the first
+// term's context and the channel of the terms after it.
+func leadAlone(t *testing.T, cfg leaderelection.Config) (context.Context, <-chan context.Context) {
+	t.Helper()
+	terms := make(chan context.Context, 4)
+	cfg.Run = func(ctx context.Context) error {
+		terms <- ctx
+		<-ctx.Done()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); leaderelection.Run(ctx, cfg) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case first := <-terms:
+		return first, terms
+	case <-time.After(30 * time.Second):
+		t.Fatal("the only campaigner did not become leader within 30s")
+		return nil, nil
+	}
+}
+
 // TestFenceRefusesWritesWhenNotLeading: the controllers' transport sends
 // reads always and writes only while leading, checked at the moment each
 // is sent; each refusal is counted.
@@ -157,7 +164,11 @@ func TestFenceRefusesWritesWhenNotLeading(t *testing.T) {
 	}
 	// Past the lease deadline, with nothing having ended the term: the
 	// fence is the clock, not a goroutine that may not have run yet.
-	time.Sleep(time.Until(fence.Deadline()))
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !fence.Leading(), nil
+	}); err != nil {
+		t.Fatalf("the fence still leads past its lease deadline %s", fence.Deadline())
+	}
 	if err := kube.CoreV1().ConfigMaps("ns").Delete(ctx, "x", metav1.DeleteOptions{}); !errors.Is(err, leaderelection.ErrNotLeading) {
 		t.Fatalf("a write past the lease deadline: got %v, want ErrNotLeading", err)
 	}

@@ -36,8 +36,6 @@ type keepAliveAttempt struct {
 // replica lost leadership for nothing.
 func TestKeepAliveStuckOnALeaderlessMemberIsRetried(t *testing.T) {
 	client := etcdtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	fence := leaderelection.NewFence()
 	// The next `hold` attempts are held until their context ends.
 	var hold atomic.Int32
@@ -71,25 +69,9 @@ func TestKeepAliveStuckOnALeaderlessMemberIsRetried(t *testing.T) {
 		}
 		return resp, a.err
 	}
-	terms := make(chan context.Context, 4)
 	const leaseDuration = 6 * time.Second // keepalives every 2 s
-	cfg := leaderelection.WithKeepAliveOnce(leaderelection.Config{Client: client, Key: "/test/leader", Identity: "a", LeaseDuration: leaseDuration, Fence: fence,
-		Run: func(ctx context.Context) error {
-			terms <- ctx
-			<-ctx.Done()
-			return nil
-		},
-	}, send)
-	done := make(chan struct{})
-	go func() { defer close(done); leaderelection.Run(ctx, cfg) }()
-	defer func() { cancel(); <-done }()
-
-	var work context.Context
-	select {
-	case work = <-terms:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the only campaigner did not become leader within 30s")
-	}
+	cfg := leaderelection.WithKeepAliveOnce(leaderelection.Config{Client: client, Key: "/test/leader", Identity: "a", LeaseDuration: leaseDuration, Fence: fence}, send)
+	work, _ := leadAlone(t, cfg)
 	// The next two keepalives land on a leaderless member; the third on a
 	// healthy one.
 	held := fence.Deadline()

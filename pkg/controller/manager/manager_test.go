@@ -121,16 +121,7 @@ func TestATransientFailureOfTheBuiltInsIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	done := runInBackground(t, m)
 	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		signers, err := client.CertificatesV1alpha1().Signers().List(context.Background(), metav1.ListOptions{})
 		if err != nil || len(signers.Items) == 0 {
@@ -148,6 +139,23 @@ func TestATransientFailureOfTheBuiltInsIsRetried(t *testing.T) {
 	}
 }
 
+// runInBackground runs m until the test ends, and returns a channel closed
+// when Run returns.
+func runInBackground(t *testing.T, m *Manager) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return done
+}
+
 // TestATermThatStartsClearsAnEarlierFailure: a term whose controllers
 // start makes the replica ready again; an earlier term's failure was kept
 // until this term ended.
@@ -159,16 +167,7 @@ func TestATermThatStartsClearsAnEarlierFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.report(errors.New("creating the built-in signers: connection refused"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runInBackground(t, m)
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return m.Check(nil) == nil, nil
 	}); err != nil {
